@@ -1,0 +1,19 @@
+# Build a static gatefold binary, then ship it alone on distroless as nonroot.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY api/ api/
+COPY certs/ certs/
+COPY cmd/ cmd/
+COPY merger/ merger/
+COPY test/testenv/ test/testenv/
+COPY webhook/ webhook/
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/gatefold ./cmd/gatefold
+
+FROM gcr.io/distroless/static:nonroot
+COPY --from=build /out/gatefold /gatefold
+USER 65532:65532
+ENTRYPOINT ["/gatefold"]
+CMD ["manager"]

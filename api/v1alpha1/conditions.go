@@ -1,0 +1,45 @@
+package v1alpha1
+
+// FragmentConditionType is a type of condition on a ListenerFragment.
+type FragmentConditionType string
+
+// FragmentConditionReason explains a ListenerFragment condition.
+type FragmentConditionReason string
+
+const (
+	// FragmentConditionAccepted is True when the fragment attaches to its
+	// Gateway and at least one of its listeners was folded.
+	FragmentConditionAccepted FragmentConditionType = "Accepted"
+
+	// FragmentConditionProgrammed is True when the Gateway implementation
+	// reports every folded listener of the fragment as programmed.
+	FragmentConditionProgrammed FragmentConditionType = "Programmed"
+)
+
+const (
+	// FragmentReasonAccepted is used with Accepted=True.
+	FragmentReasonAccepted FragmentConditionReason = "Accepted"
+
+	// FragmentReasonNotAllowed is used with Accepted=False when the Gateway's
+	// allowedListeners does not admit the fragment's namespace.
+	FragmentReasonNotAllowed FragmentConditionReason = "NotAllowed"
+
+	// FragmentReasonParentNotAccepted is used with Accepted=False when the
+	// parent Gateway does not exist or is not accepted.
+	FragmentReasonParentNotAccepted FragmentConditionReason = "ParentNotAccepted"
+
+	// FragmentReasonListenersNotValid is used with Accepted=False when none of
+	// the fragment's listeners could be folded.
+	FragmentReasonListenersNotValid FragmentConditionReason = "ListenersNotValid"
+
+	// FragmentReasonProgrammed is used with Programmed=True.
+	FragmentReasonProgrammed FragmentConditionReason = "Programmed"
+
+	// FragmentReasonPending is used with Unknown conditions before gatefold or
+	// the Gateway implementation has reported.
+	FragmentReasonPending FragmentConditionReason = "Pending"
+
+	// FragmentReasonInvalid is used when the fragment cannot be folded as
+	// written.
+	FragmentReasonInvalid FragmentConditionReason = "Invalid"
+)

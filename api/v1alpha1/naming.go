@@ -1,0 +1,42 @@
+package v1alpha1
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"strings"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+const (
+	// listenerNameMaxLen keeps Gateway listener names short enough for
+	// implementations that derive label values (63 characters) from them.
+	listenerNameMaxLen = 63
+	// listenerNameHashLen characters of base32 carry 80 bits of a SHA-256.
+	listenerNameHashLen = 16
+)
+
+var lowerBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// ListenerName returns the name of the Gateway listener that gatefold folds
+// listener `listener` of ListenerFragment namespace/fragment into. Route
+// controllers set it as a Route's parentRef sectionName without waiting for
+// the fragment's status.
+//
+// The name is stable across gatefold versions: a readable prefix (namespace,
+// fragment and listener joined by "-", cut to fit) and a hash of the exact
+// triple, so names that only differ past the cut, or in where the dots fall
+// ("a.b"/"c" against "a"/"b.c"), still differ. It is a valid SectionName of at
+// most 63 characters.
+func ListenerName(namespace, fragment string, listener gwv1.SectionName) gwv1.SectionName {
+	sum := sha256.Sum256([]byte(namespace + "/" + fragment + "/" + string(listener)))
+	hash := lowerBase32.EncodeToString(sum[:])[:listenerNameHashLen]
+
+	prefix := namespace + "-" + fragment + "-" + string(listener)
+	if max := listenerNameMaxLen - listenerNameHashLen - 1; len(prefix) > max {
+		prefix = prefix[:max]
+	}
+	// A cut may end on a separator, which a SectionName may not have before "-".
+	prefix = strings.TrimRight(prefix, "-.")
+	return gwv1.SectionName(prefix + "-" + hash)
+}

@@ -1,0 +1,176 @@
+// Package testenv starts gatefold's real control plane: kube-apiserver and
+// etcd built from Go modules by test/controlplane, with the Gateway API
+// standard CRDs read from the gateway-api module on disk and gatefold's own
+// CRDs from config/crd. Integration tests and `gatefold dev` share it. It never
+// fakes a server: without the binaries it fails and says how to build them.
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/gatefold/gatefold/api/scheme"
+)
+
+// AssetsEnv is the variable that names the folder holding kube-apiserver, etcd
+// and kubectl, as envtest and setup-envtest use it.
+const AssetsEnv = "KUBEBUILDER_ASSETS"
+
+// GatewayAPICRDsEnv names the folder of the Gateway API CRDs to install; unset,
+// the standard channel of the gateway-api module in go.mod is used.
+const GatewayAPICRDsEnv = "GATEFOLD_GATEWAY_API_CRDS"
+
+// controlPlaneBinaries are the files `make controlplane` builds.
+var controlPlaneBinaries = []string{"kube-apiserver", "etcd", "kubectl"}
+
+// Options says where the control plane's parts are. Empty fields are found.
+type Options struct {
+	// AssetsDir holds kube-apiserver, etcd and kubectl.
+	AssetsDir string
+	// GatewayAPICRDDir holds the Gateway API CRDs.
+	GatewayAPICRDDir string
+	// CRDDir holds gatefold's own CRDs.
+	CRDDir string
+}
+
+// Env is a running control plane.
+type Env struct {
+	Environment *envtest.Environment
+	Config      *rest.Config
+	Client      client.Client
+	AssetsDir   string
+}
+
+// Start starts etcd and kube-apiserver and installs the CRDs.
+func Start(opts Options) (*Env, error) {
+	assets, err := FindAssets(opts.AssetsDir)
+	if err != nil {
+		return nil, err
+	}
+	root, rootErr := RepoRoot()
+	crdDir := opts.CRDDir
+	if crdDir == "" {
+		if rootErr != nil {
+			return nil, fmt.Errorf("finding gatefold's CRDs: %w", rootErr)
+		}
+		crdDir = filepath.Join(root, "config", "crd", "bases")
+	}
+	gwDir := opts.GatewayAPICRDDir
+	if gwDir == "" {
+		if gwDir, err = GatewayAPICRDDir(root); err != nil {
+			return nil, err
+		}
+	}
+
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		Scheme:                scheme.New(),
+		CRDInstallOptions: envtest.CRDInstallOptions{
+			Paths:              []string{gwDir, crdDir},
+			ErrorIfPathMissing: true,
+		},
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting control plane from %s: %w", assets, err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("creating client: %w", err)
+	}
+	return &Env{Environment: env, Config: cfg, Client: c, AssetsDir: assets}, nil
+}
+
+// Stop stops kube-apiserver and etcd and removes their data.
+func (e *Env) Stop() error {
+	if err := e.Environment.Stop(); err != nil {
+		return fmt.Errorf("stopping control plane: %w", err)
+	}
+	return nil
+}
+
+// Kubeconfig returns a kubeconfig for a cluster administrator.
+func (e *Env) Kubeconfig() ([]byte, error) {
+	user, err := e.Environment.AddUser(envtest.User{Name: "gatefold-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("adding admin user: %w", err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return nil, fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	return kc, nil
+}
+
+// FindAssets returns the folder holding the control plane binaries: dir when
+// set, else $KUBEBUILDER_ASSETS, else bin/controlplane in the repository.
+func FindAssets(dir string) (string, error) {
+	var tried []string
+	candidates := []string{dir, os.Getenv(AssetsEnv)}
+	if root, err := RepoRoot(); err == nil {
+		candidates = append(candidates, filepath.Join(root, "bin", "controlplane"))
+	}
+	for _, c := range candidates {
+		if c == "" {
+			continue
+		}
+		if hasBinaries(c) {
+			return filepath.Abs(c)
+		}
+		tried = append(tried, c)
+	}
+	return "", fmt.Errorf("no kube-apiserver, etcd and kubectl found (tried %s): run `make controlplane`, or set --control-plane or $%s",
+		strings.Join(tried, ", "), AssetsEnv)
+}
+
+func hasBinaries(dir string) bool {
+	for _, b := range controlPlaneBinaries {
+		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.IsDir() {
+			return false
+		}
+	}
+	return true
+}
+
+// RepoRoot walks up from the working directory to gatefold's go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("finding working directory: %w", err)
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.HasPrefix(string(b), "module github.com/gatefold/gatefold\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("not inside the gatefold repository: run from the clone, or pass the CRD folders")
+		}
+		dir = parent
+	}
+}
+
+// GatewayAPICRDDir returns $GATEFOLD_GATEWAY_API_CRDS, or the standard
+// channel CRDs of the gateway-api module that gatefold's go.mod requires.
+func GatewayAPICRDDir(repoRoot string) (string, error) {
+	if d := os.Getenv(GatewayAPICRDsEnv); d != "" {
+		return d, nil
+	}
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api")
+	cmd.Dir = repoRoot
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating the gateway-api module with `go list -m` (set $%s instead): %w", GatewayAPICRDsEnv, err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard"), nil
+}
