@@ -53,7 +53,7 @@ build: ## Build bin/gatefold
 
 .PHONY: controlplane
 controlplane: ## Build kube-apiserver, etcd and kubectl v1.37.2 from Go modules (cached)
-	@if ! $(foreach b,$(CP_BINARIES),[ -x "$(CP_CACHE)/$(b)" ] &&) true; then \
+	@if $(foreach b,$(CP_BINARIES),[ -x "$(CP_CACHE)/$(b)" ] &&) true; then :; else \
 		echo "Building the control plane $(KUBE_VERSION) into $(CP_CACHE) (a cold build takes several minutes)"; \
 		rm -rf "$(CP_CACHE).tmp"; \
 		(cd test/controlplane && $(GO) build -trimpath -ldflags '$(CP_LDFLAGS)' -o "$(CP_CACHE).tmp/" \
@@ -80,7 +80,8 @@ manifests: ## Generate the CRDs, RBAC and webhook configurations from markers
 		output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
 
-GENERATED_SUM = find api config/crd/bases config/rbac config/webhook -type f 2>/dev/null | sort | xargs sha256sum
+GENERATED_SUM = find api config -type f \( -name 'zz_generated.*' -o -path 'config/crd/bases/*' \
+	-o -path config/rbac/role.yaml -o -path config/webhook/manifests.yaml \) | sort | xargs sha256sum
 
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files are stale

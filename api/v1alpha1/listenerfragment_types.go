@@ -132,7 +132,3 @@ type ListenerFragmentList struct {
 	// +required
 	Items []ListenerFragment `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ListenerFragment{}, &ListenerFragmentList{})
-}

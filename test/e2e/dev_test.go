@@ -1,0 +1,135 @@
+// Package e2e runs the gatefold binary as a user would and checks what they
+// see: kubectl output against the control plane it starts, and a clean stop.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gatefold/gatefold/test/testenv"
+)
+
+// buildGatefold builds the binary under test into a temporary folder.
+func buildGatefold(t *testing.T) string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "gatefold")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gatefold")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("Building gatefold: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// childPIDs lists the processes whose parent is pid, from /proc.
+func childPIDs(t *testing.T, pid int) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var children []string
+	for _, e := range entries {
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The fields after the command name, which is in parentheses, start
+		// with the state and then the parent's pid.
+		rest := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(rest) > 1 && rest[1] == strconv.Itoa(pid) {
+			children = append(children, e.Name())
+		}
+	}
+	return children
+}
+
+func TestDevServesCRDsAndStopsCleanly(t *testing.T) {
+	assets, err := testenv.FindAssets("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	cmd := exec.Command(buildGatefold(t), "dev", "--kubeconfig-out", kubeconfig)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	ready := make(chan string, 1)
+	go func() {
+		var seen strings.Builder
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			seen.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "Press Ctrl-C to stop") {
+				ready <- seen.String()
+				return
+			}
+		}
+		ready <- seen.String()
+	}()
+	var banner string
+	select {
+	case banner = <-ready:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("gatefold dev did not come up in 2m; stderr:\n%s", stderr.String())
+	}
+	if !strings.Contains(banner, "export KUBECONFIG="+kubeconfig) {
+		t.Errorf("Banner does not tell how to use the kubeconfig:\n%s", banner)
+	}
+
+	children := childPIDs(t, cmd.Process.Pid)
+	if len(children) < 2 {
+		t.Errorf("gatefold dev runs %d child processes, want kube-apiserver and etcd", len(children))
+	}
+
+	kubectl := exec.Command(filepath.Join(assets, "kubectl"), "get", "crd", "-o", "name")
+	kubectl.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	out, err := kubectl.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get crd: %v\n%s", err, out)
+	}
+	for _, crd := range []string{"gateways.gateway.networking.k8s.io", "listenersets.gateway.networking.k8s.io", "listenerfragments.gatefold.dev"} {
+		if !strings.Contains(string(out), "customresourcedefinition.apiextensions.k8s.io/"+crd) {
+			t.Errorf("kubectl get crd does not list %s:\n%s", crd, out)
+		}
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("gatefold dev exited with %v after SIGINT; stderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("gatefold dev did not stop within 1m of SIGINT")
+	}
+	for _, pid := range children {
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			t.Errorf("Process %s (kube-apiserver or etcd) outlived gatefold dev", pid)
+		}
+	}
+}
