@@ -1,0 +1,73 @@
+package webhook
+
+import (
+	"context"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+)
+
+// ParentIndex indexes ListenerFragments by "namespace/name" of their Gateway.
+const ParentIndex = "gatefold.dev/parent-gateway"
+
+// Options configure the webhooks.
+type Options struct {
+	// ClaimsNamespace holds the claims; only gatefold may write there.
+	ClaimsNamespace string
+	// ClaimGrace is how long an unwanted claim is kept, longer than any
+	// admission request can be in flight.
+	ClaimGrace time.Duration
+	// CollectPeriod is how often orphaned claims are collected.
+	CollectPeriod time.Duration
+}
+
+// IndexFragmentParents registers ParentIndex with the manager's cache.
+func IndexFragmentParents(ctx context.Context, mgr ctrl.Manager) error {
+	return mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ListenerFragment{}, ParentIndex, func(o client.Object) []string {
+		return []string{ParentOf(o.(*v1alpha1.ListenerFragment)).String()}
+	})
+}
+
+// +kubebuilder:webhook:path=/mutate-gatefold-dev-v1alpha1-listenerfragment,mutating=true,failurePolicy=fail,sideEffects=None,groups=gatefold.dev,resources=listenerfragments,verbs=create;update,versions=v1alpha1,name=mlistenerfragment.gatefold.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-gatefold-dev-v1alpha1-listenerfragment,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=gatefold.dev,resources=listenerfragments,verbs=create;update,versions=v1alpha1,name=vlistenerfragment.gatefold.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-gateway-networking-k8s-io-v1-gateway,mutating=false,failurePolicy=fail,sideEffects=None,groups=gateway.networking.k8s.io,resources=gateways,verbs=create;update,versions=v1,name=vgateway.gatefold.dev,admissionReviewVersions=v1,timeoutSeconds=10
+
+// +kubebuilder:rbac:groups=gatefold.dev,resources=listenerfragments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;referencegrants,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete,namespace=gatefold-system
+
+// Setup registers the webhooks with the manager's webhook server, and the
+// collector of orphaned claims, which runs on the leader only.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
+	if err := IndexFragmentParents(ctx, mgr); err != nil {
+		return nil, err
+	}
+	claims := &ClaimStore{
+		Client:    mgr.GetClient(),
+		Reader:    mgr.GetAPIReader(),
+		Namespace: opts.ClaimsNamespace,
+		Grace:     opts.ClaimGrace,
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.ListenerFragment{}).
+		WithDefaulter(fragmentDefaulter{}).
+		WithValidator(&fragmentValidator{cache: mgr.GetClient(), claims: claims}).
+		Complete(); err != nil {
+		return nil, err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &gwv1.Gateway{}).
+		WithValidator(&gatewayValidator{cache: mgr.GetClient()}).
+		Complete(); err != nil {
+		return nil, err
+	}
+	err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		claims.Run(ctx, opts.CollectPeriod)
+		return nil
+	}))
+	return claims, err
+}

@@ -1,0 +1,206 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+)
+
+var fragmentGK = v1alpha1.GroupVersion.WithKind("ListenerFragment").GroupKind()
+
+// fragmentValidator is the validating webhook's admission.Validator: it reads
+// the Gateway, its namespace and ReferenceGrants from the cache, and takes
+// claims for the fragment's listeners.
+type fragmentValidator struct {
+	cache  client.Reader
+	claims *ClaimStore
+}
+
+func (v *fragmentValidator) ValidateCreate(ctx context.Context, lf *v1alpha1.ListenerFragment) (admission.Warnings, error) {
+	return v.validate(ctx, lf)
+}
+
+func (v *fragmentValidator) ValidateUpdate(ctx context.Context, _, lf *v1alpha1.ListenerFragment) (admission.Warnings, error) {
+	return v.validate(ctx, lf)
+}
+
+// ValidateDelete allows every delete: the claims a deleted fragment held are
+// released by the collector once it is gone.
+func (v *fragmentValidator) ValidateDelete(context.Context, *v1alpha1.ListenerFragment) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (v *fragmentValidator) validate(ctx context.Context, lf *v1alpha1.ListenerFragment) (admission.Warnings, error) {
+	if !lf.DeletionTimestamp.IsZero() {
+		return nil, nil
+	}
+	gwKey := ParentOf(lf)
+	var warnings admission.Warnings
+	var errs field.ErrorList
+
+	gw := &gwv1.Gateway{}
+	switch err := v.cache.Get(ctx, gwKey, gw); {
+	case apierrors.IsNotFound(err):
+		gw = nil
+		warnings = append(warnings, fmt.Sprintf("Gateway %s does not exist yet: the listeners are folded once it is created", gwKey))
+	case err != nil:
+		return nil, apierrors.NewInternalError(fmt.Errorf("reading Gateway %s: %w", gwKey, err))
+	}
+	if gw != nil {
+		ns := &corev1.Namespace{}
+		if err := v.cache.Get(ctx, client.ObjectKey{Name: lf.Namespace}, ns); err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("reading namespace %s: %w", lf.Namespace, err))
+		}
+		errs = append(errs, CheckAllowedListeners(lf, gw, ns.Labels)...)
+		own, err := v.ownListeners(ctx, gw)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		errs = append(errs, CheckAgainstListeners(lf, gwKey.String(), own)...)
+	}
+	grants, err := v.grantsFor(ctx, lf)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	errs = append(errs, CheckCertificateRefs(lf, grants)...)
+	if len(errs) > 0 {
+		return warnings, apierrors.NewInvalid(fragmentGK, lf.Name, errs)
+	}
+
+	claimErrs, err := v.claim(ctx, lf)
+	if err != nil {
+		return warnings, apierrors.NewInternalError(err)
+	}
+	if len(claimErrs) > 0 {
+		return warnings, apierrors.NewInvalid(fragmentGK, lf.Name, claimErrs)
+	}
+	return warnings, nil
+}
+
+// claim takes a claim per listener. On any denial it releases the claims this
+// request created, so a denied request leaves nothing behind.
+func (v *fragmentValidator) claim(ctx context.Context, lf *v1alpha1.ListenerFragment) (field.ErrorList, error) {
+	dryRun := false
+	if req, err := admission.RequestFromContext(ctx); err == nil {
+		dryRun = ptr.Deref(req.DryRun, false)
+	}
+	var errs field.ErrorList
+	var created []Claim
+	for i, c := range claimsOf(lf) {
+		l := lf.Spec.Listeners[i]
+		h := Holder{Namespace: lf.Namespace, Name: lf.Name, UID: lf.UID, Listener: string(l.Name)}
+		var err error
+		if dryRun {
+			err = v.claims.Check(ctx, c, h)
+		} else {
+			var isNew bool
+			isNew, err = v.claims.Acquire(ctx, c, h)
+			if isNew {
+				created = append(created, c)
+			}
+		}
+		var held *HeldError
+		switch {
+		case errors.As(err, &held):
+			holder := describeHolder(held.Holder, lf.Namespace)
+			if held.CrossClass {
+				errs = append(errs, protocolConflictError(i, l, c.Gateway.String(), holder))
+			} else {
+				errs = append(errs, duplicateError(i, l, c.Gateway.String(), holder))
+			}
+		case err != nil:
+			v.release(ctx, created)
+			return nil, err
+		}
+	}
+	if len(errs) > 0 {
+		v.release(ctx, created)
+	}
+	return errs, nil
+}
+
+func (v *fragmentValidator) release(ctx context.Context, claims []Claim) {
+	for _, c := range claims {
+		if err := v.claims.Release(ctx, c); err != nil {
+			logf.FromContext(ctx).Error(err, "Releasing claim of a denied request; the collector will release it", "claim", c.Name())
+		}
+	}
+}
+
+// describeHolder names the holding listener only when it lives in the
+// requester's own namespace: other tenants' objects stay private.
+func describeHolder(h Holder, requesterNS string) string {
+	if h.Namespace == requesterNS {
+		return fmt.Sprintf("listener %q of ListenerFragment %s", h.Listener, h.Name)
+	}
+	return "a ListenerFragment in another namespace"
+}
+
+// ownListeners returns the Gateway's listeners that no fragment folded.
+func (v *fragmentValidator) ownListeners(ctx context.Context, gw *gwv1.Gateway) ([]gwv1.Listener, error) {
+	folded, err := foldedNames(ctx, v.cache, gw)
+	if err != nil {
+		return nil, err
+	}
+	var own []gwv1.Listener
+	for _, l := range gw.Spec.Listeners {
+		if !folded[l.Name] {
+			own = append(own, l)
+		}
+	}
+	return own, nil
+}
+
+// foldedNames returns the Gateway listener names of every fragment that
+// names gw as its parent.
+func foldedNames(ctx context.Context, c client.Reader, gw *gwv1.Gateway) (map[gwv1.SectionName]bool, error) {
+	list := &v1alpha1.ListenerFragmentList{}
+	if err := c.List(ctx, list, client.MatchingFields{ParentIndex: klog.KObj(gw).String()}); err != nil {
+		return nil, fmt.Errorf("listing fragments of Gateway %s: %w", klog.KObj(gw), err)
+	}
+	names := map[gwv1.SectionName]bool{}
+	for _, lf := range list.Items {
+		for _, l := range lf.Spec.Listeners {
+			names[v1alpha1.ListenerName(lf.Namespace, lf.Name, l.Name)] = true
+		}
+	}
+	return names, nil
+}
+
+// grantsFor returns the ReferenceGrants of every namespace the fragment's
+// certificateRefs point into, other than its own.
+func (v *fragmentValidator) grantsFor(ctx context.Context, lf *v1alpha1.ListenerFragment) (map[string][]gwv1.ReferenceGrant, error) {
+	grants := map[string][]gwv1.ReferenceGrant{}
+	for _, l := range lf.Spec.Listeners {
+		if l.TLS == nil {
+			continue
+		}
+		for _, ref := range l.TLS.CertificateRefs {
+			if ref.Namespace == nil || string(*ref.Namespace) == lf.Namespace {
+				continue
+			}
+			ns := string(*ref.Namespace)
+			if _, done := grants[ns]; done {
+				continue
+			}
+			list := &gwv1.ReferenceGrantList{}
+			if err := v.cache.List(ctx, list, client.InNamespace(ns)); err != nil {
+				return nil, fmt.Errorf("listing ReferenceGrants in %s: %w", ns, err)
+			}
+			grants[ns] = list.Items
+		}
+	}
+	return grants, nil
+}
