@@ -39,6 +39,10 @@ type Options struct {
 	GatewayAPICRDDir string
 	// CRDDir holds gatefold's own CRDs.
 	CRDDir string
+	// Webhooks installs gatefold's webhook configurations from
+	// config/webhook, pointed at a local server that the caller starts on
+	// Env.WebhookPort() with the certificate in Env.WebhookCertDir().
+	Webhooks bool
 }
 
 // Env is a running control plane.
@@ -71,6 +75,7 @@ func Start(opts Options) (*Env, error) {
 	}
 
 	env := &envtest.Environment{
+		WebhookInstallOptions: webhookOptions(opts.Webhooks, root),
 		BinaryAssetsDirectory: assets,
 		Scheme:                scheme.New(),
 		CRDInstallOptions: envtest.CRDInstallOptions{
@@ -89,6 +94,22 @@ func Start(opts Options) (*Env, error) {
 	}
 	return &Env{Environment: env, Config: cfg, Client: c, AssetsDir: assets}, nil
 }
+
+func webhookOptions(enabled bool, root string) envtest.WebhookInstallOptions {
+	if !enabled {
+		return envtest.WebhookInstallOptions{}
+	}
+	return envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")}}
+}
+
+// WebhookPort is where the API server calls the webhooks.
+func (e *Env) WebhookPort() int { return e.Environment.WebhookInstallOptions.LocalServingPort }
+
+// WebhookHost is the address the API server calls the webhooks on.
+func (e *Env) WebhookHost() string { return e.Environment.WebhookInstallOptions.LocalServingHost }
+
+// WebhookCertDir holds the serving certificate the API server trusts.
+func (e *Env) WebhookCertDir() string { return e.Environment.WebhookInstallOptions.LocalServingCertDir }
 
 // Stop stops kube-apiserver and etcd and removes their data.
 func (e *Env) Stop() error {

@@ -1,0 +1,373 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/scheme"
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/webhook"
+)
+
+func newNamespace(t *testing.T, labels map[string]string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "adm-", Labels: labels}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		t.Fatalf("Creating namespace: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+// newGateway creates a Gateway that admits fragments from every namespace.
+func newGateway(t *testing.T, ns string, from gwv1.FromNamespaces, listeners ...gwv1.Listener) *gwv1.Gateway {
+	t.Helper()
+	if len(listeners) == 0 {
+		listeners = []gwv1.Listener{{Name: "default", Port: 8080, Protocol: gwv1.HTTPProtocolType}}
+	}
+	gw := &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared"},
+		Spec: gwv1.GatewaySpec{
+			GatewayClassName: "example",
+			Listeners:        listeners,
+			AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(from)}},
+		},
+	}
+	if err := env.Client.Create(context.Background(), gw); err != nil {
+		t.Fatalf("Creating Gateway: %v", err)
+	}
+	waitCached(t)
+	return gw
+}
+
+// waitCached gives the replicas' informers time to see a new object: the
+// webhook reads Gateways, namespaces and ReferenceGrants from its cache.
+func waitCached(t *testing.T) {
+	t.Helper()
+	time.Sleep(300 * time.Millisecond)
+}
+
+func https(name, host string) gwv1.ListenerEntry {
+	return gwv1.ListenerEntry{
+		Name: gwv1.SectionName(name), Port: 443, Protocol: gwv1.HTTPSProtocolType,
+		Hostname: ptr.To(gwv1.Hostname(host)),
+		TLS:      &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert"}}},
+	}
+}
+
+func newFragment(ns, name string, gw *gwv1.Gateway, listeners ...gwv1.ListenerEntry) *v1alpha1.ListenerFragment {
+	return &v1alpha1.ListenerFragment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.ListenerFragmentSpec{
+			ParentRef: gwv1.ParentGatewayReference{Name: gwv1.ObjectName(gw.Name), Namespace: ptr.To(gwv1.Namespace(gw.Namespace))},
+			Listeners: listeners,
+		},
+	}
+}
+
+func mustCreate(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("Creating %s: %v", obj.GetName(), err)
+	}
+}
+
+// wantDenied checks that err is an Invalid error whose message holds every want.
+func wantDenied(t *testing.T, err error, want ...string) {
+	t.Helper()
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("Got %v, want an Invalid error", err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Error %q does not contain %q", err, w)
+		}
+	}
+}
+
+func TestDuplicateHostnameIsDenied(t *testing.T) {
+	infra := newNamespace(t, nil)
+	shop := newNamespace(t, nil)
+	blog := newNamespace(t, nil)
+	gw := newGateway(t, infra, gwv1.NamespacesFromAll)
+	mustCreate(t, newFragment(shop, "checkout", gw, https("https", "app.example.com")))
+
+	err := env.Client.Create(context.Background(), newFragment(shop, "checkout-v2", gw, https("web", "App.Example.com")))
+	wantDenied(t, err,
+		`ListenerFragment.gatefold.dev "checkout-v2" is invalid`,
+		`spec.listeners[0].hostname: Duplicate value: "app.example.com"`,
+		fmt.Sprintf(`is already taken on Gateway %s/shared by listener "https" of ListenerFragment checkout: choose another hostname or port`, infra))
+
+	err = env.Client.Create(context.Background(), newFragment(blog, "home", gw, https("https", "app.example.com")))
+	wantDenied(t, err, "by a ListenerFragment in another namespace")
+	if strings.Contains(err.Error(), shop) || strings.Contains(err.Error(), "checkout") {
+		t.Errorf("Denial to namespace %s leaks the holder in %s: %v", blog, shop, err)
+	}
+
+	mustCreate(t, newFragment(blog, "other-host", gw, https("https", "blog.example.com")))
+}
+
+func TestGatewayOwnListenerIsDenied(t *testing.T) {
+	infra := newNamespace(t, nil)
+	gw := newGateway(t, infra, gwv1.NamespacesFromAll, gwv1.Listener{
+		Name: "main", Port: 443, Protocol: gwv1.HTTPSProtocolType, Hostname: ptr.To(gwv1.Hostname("www.example.com")),
+		TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert"}}},
+	})
+	err := env.Client.Create(context.Background(), newFragment(infra, "www", gw, https("https", "www.example.com")))
+	wantDenied(t, err, `spec.listeners[0].hostname: Duplicate value: "www.example.com"`, `by the Gateway's own listener "main"`)
+}
+
+func TestProtocolConflictAcrossFragmentsIsDenied(t *testing.T) {
+	infra := newNamespace(t, nil)
+	gw := newGateway(t, infra, gwv1.NamespacesFromAll)
+	mustCreate(t, newFragment(infra, "db", gw, gwv1.ListenerEntry{Name: "pg", Port: 5432, Protocol: gwv1.TCPProtocolType}))
+	err := env.Client.Create(context.Background(), newFragment(infra, "web", gw, gwv1.ListenerEntry{
+		Name: "http", Port: 5432, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("a.example.com"))}))
+	wantDenied(t, err, `spec.listeners[0].protocol: Invalid value: "HTTP": port 5432 on Gateway `+infra+`/shared already carries TCP or UDP listeners (listener "pg" of ListenerFragment db)`)
+	mustCreate(t, newFragment(infra, "dns", gw, gwv1.ListenerEntry{Name: "dns", Port: 5432, Protocol: gwv1.UDPProtocolType}))
+}
+
+func TestCrossNamespaceCertificateNeedsReferenceGrant(t *testing.T) {
+	shop := newNamespace(t, nil)
+	certs := newNamespace(t, nil)
+	gw := newGateway(t, shop, gwv1.NamespacesFromSame)
+	l := https("https", "pay.example.com")
+	l.TLS.CertificateRefs[0].Namespace = ptr.To(gwv1.Namespace(certs))
+	err := env.Client.Create(context.Background(), newFragment(shop, "pay", gw, l))
+	wantDenied(t, err, fmt.Sprintf("spec.listeners[0].tls.certificateRefs[0]: Forbidden: Secret %s/cert is in another namespace and no ReferenceGrant in namespace %s allows ListenerFragments from namespace %s", certs, certs, shop))
+
+	mustCreate(t, &gwv1.ReferenceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: certs, Name: "fragments"},
+		Spec: gwv1.ReferenceGrantSpec{
+			From: []gwv1.ReferenceGrantFrom{{Group: "gatefold.dev", Kind: "ListenerFragment", Namespace: gwv1.Namespace(shop)}},
+			To:   []gwv1.ReferenceGrantTo{{Kind: "Secret"}},
+		},
+	})
+	waitCached(t)
+	mustCreate(t, newFragment(shop, "pay", gw, l))
+}
+
+func TestAllowedListenersIsEnforced(t *testing.T) {
+	infra := newNamespace(t, nil)
+	shop := newNamespace(t, map[string]string{"team": "shop"})
+	blog := newNamespace(t, map[string]string{"team": "blog"})
+	tests := map[string]struct {
+		from      gwv1.FromNamespaces
+		selector  *metav1.LabelSelector
+		ns        string
+		wantError string
+	}{
+		"None refuses every namespace": {from: gwv1.NamespacesFromNone, ns: infra, wantError: "(spec.allowedListeners.namespaces.from is None, the default)"},
+		"Same refuses another namespace": {from: gwv1.NamespacesFromSame, ns: shop, wantError: "(spec.allowedListeners.namespaces.from is Same)"},
+		"Same admits its own namespace":  {from: gwv1.NamespacesFromSame, ns: infra},
+		"Selector admits a match":        {from: gwv1.NamespacesFromSelector, selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}, ns: shop},
+		"Selector refuses a non-match": {from: gwv1.NamespacesFromSelector, selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}, ns: blog,
+			wantError: "do not match spec.allowedListeners.namespaces.selector"},
+		"All admits any namespace": {from: gwv1.NamespacesFromAll, ns: blog},
+	}
+	i := 0
+	for name, tc := range tests {
+		i++
+		t.Run(name, func(t *testing.T) {
+			gw := &gwv1.Gateway{
+				ObjectMeta: metav1.ObjectMeta{Namespace: infra, Name: fmt.Sprintf("gw-%d", i)},
+				Spec: gwv1.GatewaySpec{GatewayClassName: "example",
+					Listeners:        []gwv1.Listener{{Name: "default", Port: 8080, Protocol: gwv1.HTTPProtocolType}},
+					AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(tc.from), Selector: tc.selector}}},
+			}
+			mustCreate(t, gw)
+			waitCached(t)
+			err := env.Client.Create(context.Background(), newFragment(tc.ns, fmt.Sprintf("f-%d", i), gw, https("https", fmt.Sprintf("h%d.example.com", i))))
+			if tc.wantError == "" {
+				if err != nil {
+					t.Fatalf("Create: %v", err)
+				}
+				return
+			}
+			wantDenied(t, err, fmt.Sprintf("spec.parentRef: Forbidden: Gateway %s/%s does not allow listeners from namespace %s", infra, gw.Name, tc.ns), tc.wantError)
+		})
+	}
+}
+
+// warnings collects the API server's warning headers.
+type warnings struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+func warningClient(t *testing.T) (client.Client, *warnings) {
+	t.Helper()
+	w := &warnings{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = w
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, w
+}
+
+func TestMissingGatewayIsAllowedWithWarning(t *testing.T) {
+	ns := newNamespace(t, nil)
+	c, w := warningClient(t)
+	lf := newFragment(ns, "early", &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "later"}}, https("https", "early.example.com"))
+	if err := c.Create(context.Background(), lf); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	want := fmt.Sprintf("Gateway %s/later does not exist yet: the listeners are folded once it is created", ns)
+	if len(w.seen) != 1 || w.seen[0] != want {
+		t.Errorf("Warnings = %q, want [%q]", w.seen, want)
+	}
+}
+
+func TestDefaultsAreStored(t *testing.T) {
+	ns := newNamespace(t, nil)
+	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
+	lf := newFragment(ns, "mixed-case", gw, https("https", "App.Example.COM."))
+	lf.Spec.ParentRef.Namespace = nil
+	mustCreate(t, lf)
+	got := &v1alpha1.ListenerFragment{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(lf), got); err != nil {
+		t.Fatal(err)
+	}
+	if h := got.Spec.Listeners[0].Hostname; h == nil || *h != "app.example.com" {
+		t.Errorf("Stored hostname = %v, want app.example.com", h)
+	}
+	if ns2 := got.Spec.ParentRef.Namespace; ns2 == nil || string(*ns2) != ns {
+		t.Errorf("Stored parentRef.namespace = %v, want %s", ns2, ns)
+	}
+	if m := got.Spec.Listeners[0].TLS.Mode; m == nil || *m != gwv1.TLSModeTerminate {
+		t.Errorf("Stored tls.mode = %v, want Terminate", m)
+	}
+}
+
+func claimCount(t *testing.T) int {
+	t.Helper()
+	list := &coordinationv1.LeaseList{}
+	if err := env.Client.List(context.Background(), list, client.InNamespace(claimsNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items)
+}
+
+func TestDryRunHasNoSideEffects(t *testing.T) {
+	ns := newNamespace(t, nil)
+	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
+	before := claimCount(t)
+	if err := env.Client.Create(context.Background(), newFragment(ns, "dry", gw, https("https", "dry.example.com")), client.DryRunAll); err != nil {
+		t.Fatalf("Dry-run create: %v", err)
+	}
+	if after := claimCount(t); after != before {
+		t.Errorf("Dry-run create changed the claims from %d to %d", before, after)
+	}
+	mustCreate(t, newFragment(ns, "wet", gw, https("https", "dry.example.com")))
+	err := env.Client.Create(context.Background(), newFragment(ns, "dry2", gw, https("https", "dry.example.com")), client.DryRunAll)
+	wantDenied(t, err, `Duplicate value: "dry.example.com"`, `ListenerFragment wet`)
+}
+
+func TestFreedTupleIsReusable(t *testing.T) {
+	ns := newNamespace(t, nil)
+	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
+	first := newFragment(ns, "first", gw, https("https", "moving.example.com"))
+	mustCreate(t, first)
+
+	t.Run("update moves the claim", func(t *testing.T) {
+		first.Spec.Listeners[0].Hostname = ptr.To(gwv1.Hostname("moved.example.com"))
+		if err := env.Client.Update(context.Background(), first); err != nil {
+			t.Fatalf("Update: %v", err)
+		}
+		err := env.Client.Create(context.Background(), newFragment(ns, "squatter", gw, https("https", "moved.example.com")))
+		wantDenied(t, err, `Duplicate value: "moved.example.com"`)
+		eventuallyCreated(t, newFragment(ns, "second", gw, https("https", "moving.example.com")))
+	})
+	t.Run("delete frees the claim", func(t *testing.T) {
+		if err := env.Client.Delete(context.Background(), first); err != nil {
+			t.Fatal(err)
+		}
+		eventuallyCreated(t, newFragment(ns, "third", gw, https("https", "moved.example.com")))
+	})
+}
+
+// eventuallyCreated retries a create that a released claim will allow, and
+// fails when that takes longer than the 60s a user is promised.
+func eventuallyCreated(t *testing.T, lf *v1alpha1.ListenerFragment) {
+	t.Helper()
+	start := time.Now()
+	for {
+		err := env.Client.Create(context.Background(), lf.DeepCopy())
+		if err == nil {
+			t.Logf("Created %s %v after the tuple was freed", lf.Name, time.Since(start).Round(100*time.Millisecond))
+			return
+		}
+		if !apierrors.IsInvalid(err) || time.Since(start) > 60*time.Second {
+			t.Fatalf("Creating %s: %v", lf.Name, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func TestOrphanedClaimIsTakenOver(t *testing.T) {
+	ns := newNamespace(t, nil)
+	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
+	// A claim whose fragment create failed after the webhook allowed it.
+	store := &webhook.ClaimStore{Client: env.Client, Reader: env.Client, Namespace: claimsNamespace, Grace: claimGrace}
+	orphan := webhook.Claim{Gateway: types.NamespacedName{Namespace: ns, Name: gw.Name}, Tuple: webhook.TupleOf(443, gwv1.HTTPSProtocolType, ptr.To(gwv1.Hostname("ghost.example.com")))}
+	if _, err := store.Acquire(context.Background(), orphan, webhook.Holder{Namespace: ns, Name: "ghost", UID: "never-stored", Listener: "https"}); err != nil {
+		t.Fatal(err)
+	}
+	// Within the grace period the claim protects a create still in flight.
+	err := env.Client.Create(context.Background(), newFragment(ns, "real", gw, https("https", "ghost.example.com")))
+	wantDenied(t, err, `Duplicate value: "ghost.example.com"`)
+	eventuallyCreated(t, newFragment(ns, "real", gw, https("https", "ghost.example.com")))
+}
+
+func TestTenantsCannotWriteClaims(t *testing.T) {
+	ns := newNamespace(t, nil)
+	// Every right in its own namespace; none elsewhere.
+	mustCreate(t, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-admin"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}},
+	})
+	mustCreate(t, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-admin"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "tenant-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "tenant"}},
+	})
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "tenant"}
+	tenant, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tenant may write Leases in its own namespace: impersonation and RBAC are live.
+	if err := tenant.Create(context.Background(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lfc-mine"}}); err != nil {
+		t.Fatalf("Tenant cannot write its own namespace, so this test proves nothing: %v", err)
+	}
+	if err := tenant.Create(context.Background(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: claimsNamespace, Name: "lfc-forged"}}); !apierrors.IsForbidden(err) {
+		t.Errorf("Tenant creating a claim in %s: got %v, want Forbidden", claimsNamespace, err)
+	}
+	if err := tenant.DeleteAllOf(context.Background(), &coordinationv1.Lease{}, client.InNamespace(claimsNamespace)); !apierrors.IsForbidden(err) {
+		t.Errorf("Tenant deleting claims in %s: got %v, want Forbidden", claimsNamespace, err)
+	}
+}

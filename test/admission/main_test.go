@@ -1,0 +1,151 @@
+// Package admission tests gatefold's webhooks end to end: the real API server
+// calls two webhook server replicas over TLS, round-robin, so every test also
+// shows that replicas agree through the claims and not through memory.
+package admission
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/gatefold/gatefold/api/scheme"
+	"github.com/gatefold/gatefold/test/testenv"
+	"github.com/gatefold/gatefold/webhook"
+)
+
+const (
+	claimsNamespace = "gatefold-system"
+	replicas        = 2
+	// claimGrace is short so tests see a freed tuple reused quickly; in a
+	// cluster it is 30s, longer than any admission request.
+	claimGrace = 3 * time.Second
+)
+
+var (
+	env    *testenv.Env
+	served [replicas]atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	env, err = testenv.Start(testenv.Options{Webhooks: true})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "Starting the control plane: %v\n", err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: claimsNamespace}}); err != nil {
+		fmt.Fprintf(os.Stderr, "Creating %s: %v\n", claimsNamespace, err)
+		return 1
+	}
+	var ports [replicas]int
+	for i := range replicas {
+		if ports[i], err = startReplica(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "Starting webhook replica %d: %v\n", i, err)
+			return 1
+		}
+	}
+	if err := roundRobin(ctx, fmt.Sprintf("%s:%d", env.WebhookHost(), env.WebhookPort()), ports); err != nil {
+		fmt.Fprintf(os.Stderr, "Starting the load balancer: %v\n", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// startReplica runs one gatefold manager with its webhook server on a free
+// port, and waits until it serves.
+func startReplica(ctx context.Context) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(env.WebhookHost(), "0"))
+	if err != nil {
+		return 0, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:         scheme.New(),
+		Metrics:        metricsserver.Options{BindAddress: "0"},
+		LeaderElection: false,
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
+			Host: env.WebhookHost(), Port: port, CertDir: env.WebhookCertDir(),
+		}),
+	})
+	if err != nil {
+		return 0, err
+	}
+	if _, err := webhook.Setup(ctx, mgr, webhook.Options{
+		ClaimsNamespace: claimsNamespace, ClaimGrace: claimGrace, CollectPeriod: time.Second,
+	}); err != nil {
+		return 0, err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "Webhook replica on port %d stopped: %v\n", port, err)
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for mgr.GetWebhookServer().StartedChecker()(nil) != nil || !mgr.GetCache().WaitForCacheSync(ctx) {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("webhook server on port %d did not start", port)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return port, nil
+}
+
+// roundRobin forwards TCP connections on addr to the replicas in turn, as a
+// Service in front of several pods would. TLS passes through untouched.
+func roundRobin(ctx context.Context, addr string, ports [replicas]int) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	go func() { <-ctx.Done(); _ = ln.Close() }()
+	var next atomic.Int64
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			i := int(next.Add(1)) % replicas
+			served[i].Add(1)
+			go pipe(in, net.JoinHostPort(env.WebhookHost(), fmt.Sprint(ports[i])))
+		}
+	}()
+	return nil
+}
+
+func pipe(in net.Conn, to string) {
+	defer in.Close()
+	out, err := net.Dial("tcp", to)
+	if err != nil {
+		return
+	}
+	defer out.Close()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _, _ = io.Copy(out, in); _ = out.(*net.TCPConn).CloseWrite() }()
+	go func() { defer wg.Done(); _, _ = io.Copy(in, out); _ = in.(*net.TCPConn).CloseWrite() }()
+	wg.Wait()
+}
