@@ -1,15 +1,19 @@
 // Package admission tests gatefold's webhooks end to end: the real API server
-// calls two webhook server replicas over TLS, round-robin, so every test also
+// calls two webhook server replicas over TLS, request by request in turn, so every test also
 // shows that replicas agree through the claims and not through memory.
 package admission
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
-	"io"
 	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
-	"sync"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,39 +117,30 @@ func startReplica(ctx context.Context) (int, error) {
 	return port, nil
 }
 
-// roundRobin forwards TCP connections on addr to the replicas in turn, as a
-// Service in front of several pods would. TLS passes through untouched.
+// roundRobin serves addr over TLS with the certificate the API server trusts
+// and sends each admission request to the next replica, so concurrent
+// requests land on both even though the API server reuses one connection.
 func roundRobin(ctx context.Context, addr string, ports [replicas]int) error {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(env.Environment.WebhookInstallOptions.LocalServingCAData) {
+		return fmt.Errorf("no CA for the webhook certificate")
+	}
+	var next atomic.Int64
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			i := int(next.Add(1)) % replicas
+			served[i].Add(1)
+			r.SetURL(&url.URL{Scheme: "https", Host: net.JoinHostPort(env.WebhookHost(), fmt.Sprint(ports[i]))})
+		},
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	go func() { <-ctx.Done(); _ = ln.Close() }()
-	var next atomic.Int64
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			i := int(next.Add(1)) % replicas
-			served[i].Add(1)
-			go pipe(in, net.JoinHostPort(env.WebhookHost(), fmt.Sprint(ports[i])))
-		}
-	}()
+	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	dir := env.WebhookCertDir()
+	go func() { _ = srv.ServeTLS(ln, filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")) }()
 	return nil
-}
-
-func pipe(in net.Conn, to string) {
-	defer in.Close()
-	out, err := net.Dial("tcp", to)
-	if err != nil {
-		return
-	}
-	defer out.Close()
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _, _ = io.Copy(out, in); _ = out.(*net.TCPConn).CloseWrite() }()
-	go func() { defer wg.Done(); _, _ = io.Copy(in, out); _ = in.(*net.TCPConn).CloseWrite() }()
-	wg.Wait()
 }

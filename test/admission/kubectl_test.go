@@ -1,0 +1,104 @@
+package admission
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// kubectl runs the kubectl built with the control plane as a cluster admin.
+func kubectl(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	kc, err := env.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), append([]string{"--kubeconfig", path}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+func fragmentYAML(ns, name, host string) string {
+	return fmt.Sprintf(`apiVersion: gatefold.dev/v1alpha1
+kind: ListenerFragment
+metadata:
+  namespace: %s
+  name: %s
+spec:
+  parentRef:
+    name: shared
+  listeners:
+  - name: https
+    port: 443
+    protocol: HTTPS
+    hostname: %s
+    tls:
+      certificateRefs:
+      - name: cert
+`, ns, name, host)
+}
+
+func TestKubectlApplyOfDuplicatePrintsTheReason(t *testing.T) {
+	ns := newNamespace(t, nil)
+	newGateway(t, ns, gwv1.NamespacesFromSame)
+
+	out, stderr, err := kubectl(t, fragmentYAML(ns, "shop", "Shop.Example.com."), "apply", "-f", "-")
+	if err != nil {
+		t.Fatalf("kubectl apply of the first fragment: %v\n%s", err, stderr)
+	}
+	if want := "listenerfragment.gatefold.dev/shop created"; !strings.Contains(out, want) {
+		t.Errorf("kubectl printed %q, want %q", out, want)
+	}
+
+	_, stderr, err = kubectl(t, fragmentYAML(ns, "shop-copy", "shop.example.com"), "apply", "-f", "-")
+	if err == nil {
+		t.Fatal("kubectl apply of a duplicate succeeded")
+	}
+	want := fmt.Sprintf(`The ListenerFragment "shop-copy" is invalid: spec.listeners[0].hostname: Duplicate value: "shop.example.com": port 443 (HTTP/HTTPS/TLS) with hostname shop.example.com is already taken on Gateway %s/shared by listener "https" of ListenerFragment shop: choose another hostname or port`, ns)
+	if !strings.Contains(stderr, want) {
+		t.Errorf("kubectl printed:\n%s\nwant it to contain:\n%s", stderr, want)
+	}
+
+	out, stderr, err = kubectl(t, "", "get", "listenerfragments", "-n", ns)
+	if err != nil {
+		t.Fatalf("kubectl get: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(out, "NAME") || !strings.Contains(out, "GATEWAY") || !strings.Contains(out, "shop ") || strings.Contains(out, "shop-copy") {
+		t.Errorf("kubectl get listenerfragments printed:\n%s", out)
+	}
+}
+
+func TestGatewayShadowingAFragmentGetsAWarning(t *testing.T) {
+	ns := newNamespace(t, nil)
+	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
+	mustCreate(t, newFragment(ns, "app", gw, https("https", "app.example.com")))
+	waitCached(t)
+
+	c, w := warningClient(t)
+	gw.Spec.Listeners = append(gw.Spec.Listeners, gwv1.Listener{
+		Name: "main", Port: 443, Protocol: gwv1.HTTPSProtocolType, Hostname: ptr.To(gwv1.Hostname("app.example.com")),
+		TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert"}}},
+	})
+	if err := c.Update(context.Background(), gw); err != nil {
+		t.Fatalf("Updating the Gateway must never be denied by gatefold: %v", err)
+	}
+	want := `spec.listeners[1] ("main") takes port 443 (HTTP/HTTPS/TLS) with hostname app.example.com, which 1 ListenerFragment listener(s) also want: the Gateway's own listener wins and those are reported Conflicted`
+	if len(w.seen) != 1 || w.seen[0] != want {
+		t.Errorf("Warnings = %q, want [%q]", w.seen, want)
+	}
+}
