@@ -172,7 +172,7 @@ func TestAllowedListenersIsEnforced(t *testing.T) {
 		ns        string
 		wantError string
 	}{
-		"None refuses every namespace": {from: gwv1.NamespacesFromNone, ns: infra, wantError: "(spec.allowedListeners.namespaces.from is None, the default)"},
+		"None refuses every namespace":   {from: gwv1.NamespacesFromNone, ns: infra, wantError: "(spec.allowedListeners.namespaces.from is None, the default)"},
 		"Same refuses another namespace": {from: gwv1.NamespacesFromSame, ns: shop, wantError: "(spec.allowedListeners.namespaces.from is Same)"},
 		"Same admits its own namespace":  {from: gwv1.NamespacesFromSame, ns: infra},
 		"Selector admits a match":        {from: gwv1.NamespacesFromSelector, selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}, ns: shop},
