@@ -176,6 +176,26 @@ func NamespaceAllowed(from gwv1.FromNamespaces, selector *metav1.LabelSelector, 
 // fragment's namespace to read. grants are the ReferenceGrants by namespace.
 func CheckCertificateRefs(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant) field.ErrorList {
 	var errs field.ErrorList
+	for _, r := range foreignCertificateRefs(lf) {
+		if referenceGranted(grants[r.namespace], lf.Namespace, r.ref) {
+			continue
+		}
+		errs = append(errs, field.Forbidden(r.path,
+			fmt.Sprintf("Secret %s/%s is in another namespace and no ReferenceGrant in namespace %s allows ListenerFragments from namespace %s to reference it: create one there (from group %s, kind ListenerFragment, namespace %s; to kind Secret), or use a Secret in namespace %s",
+				r.namespace, r.ref.Name, r.namespace, lf.Namespace, v1alpha1.GroupVersion.Group, lf.Namespace, lf.Namespace)))
+	}
+	return errs
+}
+
+// certificateRef is a certificateRef into another namespace, and its field.
+type certificateRef struct {
+	path      *field.Path
+	namespace string
+	ref       gwv1.SecretObjectReference
+}
+
+func foreignCertificateRefs(lf *v1alpha1.ListenerFragment) []certificateRef {
+	var out []certificateRef
 	for i, l := range lf.Spec.Listeners {
 		if l.TLS == nil {
 			continue
@@ -184,16 +204,14 @@ func CheckCertificateRefs(lf *v1alpha1.ListenerFragment, grants map[string][]gwv
 			if ref.Namespace == nil || string(*ref.Namespace) == lf.Namespace {
 				continue
 			}
-			ns := string(*ref.Namespace)
-			if referenceGranted(grants[ns], lf.Namespace, ref) {
-				continue
-			}
-			errs = append(errs, field.Forbidden(listenersPath.Index(i).Child("tls", "certificateRefs").Index(j),
-				fmt.Sprintf("Secret %s/%s is in another namespace and no ReferenceGrant in namespace %s allows ListenerFragments from namespace %s to reference it: create one there (from group %s, kind ListenerFragment, namespace %s; to kind Secret), or use a Secret in namespace %s",
-					ns, ref.Name, ns, lf.Namespace, v1alpha1.GroupVersion.Group, lf.Namespace, lf.Namespace)))
+			out = append(out, certificateRef{
+				path:      listenersPath.Index(i).Child("tls", "certificateRefs").Index(j),
+				namespace: string(*ref.Namespace),
+				ref:       ref,
+			})
 		}
 	}
-	return errs
+	return out
 }
 
 func referenceGranted(grants []gwv1.ReferenceGrant, fromNS string, ref gwv1.SecretObjectReference) bool {

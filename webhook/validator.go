@@ -183,24 +183,15 @@ func foldedNames(ctx context.Context, c client.Reader, gw *gwv1.Gateway) (map[gw
 // certificateRefs point into, other than its own.
 func (v *fragmentValidator) grantsFor(ctx context.Context, lf *v1alpha1.ListenerFragment) (map[string][]gwv1.ReferenceGrant, error) {
 	grants := map[string][]gwv1.ReferenceGrant{}
-	for _, l := range lf.Spec.Listeners {
-		if l.TLS == nil {
+	for _, ref := range foreignCertificateRefs(lf) {
+		if _, done := grants[ref.namespace]; done {
 			continue
 		}
-		for _, ref := range l.TLS.CertificateRefs {
-			if ref.Namespace == nil || string(*ref.Namespace) == lf.Namespace {
-				continue
-			}
-			ns := string(*ref.Namespace)
-			if _, done := grants[ns]; done {
-				continue
-			}
-			list := &gwv1.ReferenceGrantList{}
-			if err := v.cache.List(ctx, list, client.InNamespace(ns)); err != nil {
-				return nil, fmt.Errorf("listing ReferenceGrants in %s: %w", ns, err)
-			}
-			grants[ns] = list.Items
+		list := &gwv1.ReferenceGrantList{}
+		if err := v.cache.List(ctx, list, client.InNamespace(ref.namespace)); err != nil {
+			return nil, fmt.Errorf("listing ReferenceGrants in %s: %w", ref.namespace, err)
 		}
+		grants[ref.namespace] = list.Items
 	}
 	return grants, nil
 }
