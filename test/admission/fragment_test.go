@@ -371,3 +371,20 @@ func TestTenantsCannotWriteClaims(t *testing.T) {
 		t.Errorf("Tenant deleting claims in %s: got %v, want Forbidden", claimsNamespace, err)
 	}
 }
+
+func TestOptedOutNamespaceSkipsAdmission(t *testing.T) {
+	ns := newNamespace(t, map[string]string{"gatefold.dev/admission": "disabled"})
+	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
+	mustCreate(t, newFragment(ns, "one", gw, https("https", "repair.example.com")))
+	// With admission off a duplicate is stored; the merger reports it Conflicted.
+	two := newFragment(ns, "two", gw, https("https", "repair.example.com"))
+	two.Spec.ParentRef.Namespace = nil
+	mustCreate(t, two)
+	got := &v1alpha1.ListenerFragment{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "two"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.ParentRef.Namespace != nil {
+		t.Errorf("The mutating webhook defaulted a fragment in an opted-out namespace: parentRef.namespace = %v", *got.Spec.ParentRef.Namespace)
+	}
+}

@@ -74,8 +74,12 @@ func Start(opts Options) (*Env, error) {
 		}
 	}
 
+	webhooks, err := webhookOptions(opts.Webhooks, assets, root)
+	if err != nil {
+		return nil, err
+	}
 	env := &envtest.Environment{
-		WebhookInstallOptions: webhookOptions(opts.Webhooks, root),
+		WebhookInstallOptions: webhooks,
 		BinaryAssetsDirectory: assets,
 		Scheme:                scheme.New(),
 		CRDInstallOptions: envtest.CRDInstallOptions{
@@ -95,11 +99,25 @@ func Start(opts Options) (*Env, error) {
 	return &Env{Environment: env, Config: cfg, Client: c, AssetsDir: assets}, nil
 }
 
-func webhookOptions(enabled bool, root string) envtest.WebhookInstallOptions {
+// webhookOptions renders config/webhook with kubectl's kustomize, so tests
+// install exactly the webhook configurations a user does.
+func webhookOptions(enabled bool, assets, root string) (envtest.WebhookInstallOptions, error) {
 	if !enabled {
-		return envtest.WebhookInstallOptions{}
+		return envtest.WebhookInstallOptions{}, nil
 	}
-	return envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")}}
+	out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", filepath.Join(root, "config", "webhook")).Output()
+	if err != nil {
+		return envtest.WebhookInstallOptions{}, fmt.Errorf("rendering config/webhook with kubectl kustomize: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "gatefold-webhooks-")
+	if err != nil {
+		return envtest.WebhookInstallOptions{}, fmt.Errorf("creating a folder for the webhook configurations: %w", err)
+	}
+	path := filepath.Join(dir, "webhooks.yaml")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		return envtest.WebhookInstallOptions{}, fmt.Errorf("writing the webhook configurations: %w", err)
+	}
+	return envtest.WebhookInstallOptions{Paths: []string{path}}, nil
 }
 
 // WebhookPort is where the API server calls the webhooks.
