@@ -31,7 +31,7 @@ func DefaultFragment(lf *v1alpha1.ListenerFragment) {
 
 func defaultListener(l *gwv1.ListenerEntry) {
 	if l.Hostname != nil {
-		h := strings.TrimSuffix(strings.ToLower(string(*l.Hostname)), ".")
+		h := strings.TrimRight(strings.ToLower(string(*l.Hostname)), ".")
 		if h == "" {
 			l.Hostname = nil
 		} else {

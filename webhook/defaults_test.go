@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -87,7 +88,7 @@ func TestDefaultingPatch(t *testing.T) {
 				return lf
 			}(),
 		},
-		"hostname is lowercased and loses its trailing dot": {
+		"hostname is lowercased and loses its trailing dots": {
 			in: fragment("shop", "a", gwv1.ListenerEntry{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("App.Example.COM."))}),
 			want: func() *v1alpha1.ListenerFragment {
 				lf := fragment("shop", "a", gwv1.ListenerEntry{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("app.example.com")), AllowedRoutes: sameRoutes()})
@@ -134,4 +135,28 @@ func TestDefaultingPatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzDefaultFragment checks that defaulting is idempotent and leaves no
+// upper case or trailing dot in a hostname.
+func FuzzDefaultFragment(f *testing.F) {
+	f.Add("App.Example.COM.", uint8(1), true)
+	f.Add(".", uint8(0), false)
+	f.Add("*.Example.com", uint8(2), true)
+	f.Fuzz(func(t *testing.T, host string, proto uint8, withTLS bool) {
+		l := gwv1.ListenerEntry{Name: "l", Port: 443, Protocol: fuzzProtocols[int(proto)%len(fuzzProtocols)], Hostname: ptr.To(gwv1.Hostname(host))}
+		if withTLS {
+			l.TLS = &gwv1.ListenerTLSConfig{}
+		}
+		once := fragment("ns", "f", l)
+		DefaultFragment(once)
+		twice := once.DeepCopy()
+		DefaultFragment(twice)
+		if diff := cmp.Diff(once, twice); diff != "" {
+			t.Fatalf("Defaulting %q twice differs from once (-once +twice):\n%s", host, diff)
+		}
+		if h := once.Spec.Listeners[0].Hostname; h != nil && (strings.ToLower(string(*h)) != string(*h) || strings.HasSuffix(string(*h), ".") || *h == "") {
+			t.Fatalf("Defaulting %q stored hostname %q", host, *h)
+		}
+	})
 }
