@@ -31,6 +31,7 @@ func newNamespace(t *testing.T, labels map[string]string) string {
 		t.Fatalf("Creating namespace: %v", err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
+	waitCached(t, ns)
 	return ns.Name
 }
 
@@ -51,15 +52,23 @@ func newGateway(t *testing.T, ns string, from gwv1.FromNamespaces, listeners ...
 	if err := env.Client.Create(context.Background(), gw); err != nil {
 		t.Fatalf("Creating Gateway: %v", err)
 	}
-	waitCached(t)
+	waitCached(t, gw)
 	return gw
 }
 
-// waitCached gives the replicas' informers time to see a new object: the
-// webhook reads Gateways, namespaces and ReferenceGrants from its cache.
-func waitCached(t *testing.T) {
+// waitCached waits until every replica's cache holds obj: the webhooks read
+// Gateways, namespaces, ReferenceGrants and fragments from their caches.
+func waitCached(t *testing.T, obj client.Object) {
 	t.Helper()
-	time.Sleep(300 * time.Millisecond)
+	deadline := time.Now().Add(10 * time.Second)
+	for i, c := range caches {
+		for c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)) != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("Replica %d's cache does not hold %s after 10s", i, client.ObjectKeyFromObject(obj))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
 
 func https(name, host string) gwv1.ListenerEntry {
@@ -151,14 +160,15 @@ func TestCrossNamespaceCertificateNeedsReferenceGrant(t *testing.T) {
 	err := env.Client.Create(context.Background(), newFragment(shop, "pay", gw, l))
 	wantDenied(t, err, fmt.Sprintf("spec.listeners[0].tls.certificateRefs[0]: Forbidden: Secret %s/cert is in another namespace and no ReferenceGrant in namespace %s allows ListenerFragments from namespace %s", certs, certs, shop))
 
-	mustCreate(t, &gwv1.ReferenceGrant{
+	grant := &gwv1.ReferenceGrant{
 		ObjectMeta: metav1.ObjectMeta{Namespace: certs, Name: "fragments"},
 		Spec: gwv1.ReferenceGrantSpec{
 			From: []gwv1.ReferenceGrantFrom{{Group: "gatefold.dev", Kind: "ListenerFragment", Namespace: gwv1.Namespace(shop)}},
 			To:   []gwv1.ReferenceGrantTo{{Kind: "Secret"}},
 		},
-	})
-	waitCached(t)
+	}
+	mustCreate(t, grant)
+	waitCached(t, grant)
 	mustCreate(t, newFragment(shop, "pay", gw, l))
 }
 
@@ -191,7 +201,7 @@ func TestAllowedListenersIsEnforced(t *testing.T) {
 					AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(tc.from), Selector: tc.selector}}},
 			}
 			mustCreate(t, gw)
-			waitCached(t)
+			waitCached(t, gw)
 			err := env.Client.Create(context.Background(), newFragment(tc.ns, fmt.Sprintf("f-%d", i), gw, https("https", fmt.Sprintf("h%d.example.com", i))))
 			if tc.wantError == "" {
 				if err != nil {

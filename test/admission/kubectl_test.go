@@ -86,8 +86,9 @@ func TestKubectlApplyOfDuplicatePrintsTheReason(t *testing.T) {
 func TestGatewayShadowingAFragmentGetsAWarning(t *testing.T) {
 	ns := newNamespace(t, nil)
 	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
-	mustCreate(t, newFragment(ns, "app", gw, https("https", "app.example.com")))
-	waitCached(t)
+	app := newFragment(ns, "app", gw, https("https", "app.example.com"))
+	mustCreate(t, app)
+	waitCached(t, app)
 
 	c, w := warningClient(t)
 	gw.Spec.Listeners = append(gw.Spec.Listeners, gwv1.Listener{

@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -39,8 +40,11 @@ const (
 )
 
 var (
-	env    *testenv.Env
+	env *testenv.Env
+	// served counts the admission requests each replica was sent.
 	served [replicas]atomic.Int64
+	// caches are the replicas' informer caches.
+	caches []client.Reader
 )
 
 func TestMain(m *testing.M) {
@@ -102,6 +106,7 @@ func startReplica(ctx context.Context) (int, error) {
 	}); err != nil {
 		return 0, err
 	}
+	caches = append(caches, mgr.GetCache())
 	go func() {
 		if err := mgr.Start(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "Webhook replica on port %d stopped: %v\n", port, err)
