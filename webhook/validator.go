@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
@@ -32,7 +33,13 @@ func (v *fragmentValidator) ValidateCreate(ctx context.Context, lf *v1alpha1.Lis
 	return v.validate(ctx, lf)
 }
 
-func (v *fragmentValidator) ValidateUpdate(ctx context.Context, _, lf *v1alpha1.ListenerFragment) (admission.Warnings, error) {
+// ValidateUpdate checks only a changed spec: a route controller relabelling a
+// fragment that a later Gateway change made conflicted must not be blocked;
+// the merger reports that conflict instead.
+func (v *fragmentValidator) ValidateUpdate(ctx context.Context, old, lf *v1alpha1.ListenerFragment) (admission.Warnings, error) {
+	if equality.Semantic.DeepEqual(old.Spec, lf.Spec) {
+		return nil, nil
+	}
 	return v.validate(ctx, lf)
 }
 

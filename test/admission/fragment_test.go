@@ -71,6 +71,24 @@ func waitCached(t *testing.T, obj client.Object) {
 	}
 }
 
+// waitCachedListeners waits until every replica sees n listeners on gw.
+func waitCachedListeners(t *testing.T, gw *gwv1.Gateway, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for i, c := range caches {
+		for {
+			got := &gwv1.Gateway{}
+			if c.Get(context.Background(), client.ObjectKeyFromObject(gw), got) == nil && len(got.Spec.Listeners) == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Replica %d's cache does not show %d listeners on %s after 10s", i, n, client.ObjectKeyFromObject(gw))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
 func https(name, host string) gwv1.ListenerEntry {
 	return gwv1.ListenerEntry{
 		Name: gwv1.SectionName(name), Port: 443, Protocol: gwv1.HTTPSProtocolType,

@@ -103,3 +103,27 @@ func TestGatewayShadowingAFragmentGetsAWarning(t *testing.T) {
 		t.Errorf("Warnings = %q, want [%q]", w.seen, want)
 	}
 }
+
+func TestMetadataUpdateOfAShadowedFragmentIsAllowed(t *testing.T) {
+	ns := newNamespace(t, nil)
+	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
+	app := newFragment(ns, "app", gw, https("https", "late.example.com"))
+	mustCreate(t, app)
+	gw.Spec.Listeners = append(gw.Spec.Listeners, gwv1.Listener{
+		Name: "main", Port: 443, Protocol: gwv1.HTTPSProtocolType, Hostname: ptr.To(gwv1.Hostname("late.example.com")),
+		TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert"}}},
+	})
+	if err := env.Client.Update(context.Background(), gw); err != nil {
+		t.Fatal(err)
+	}
+	waitCachedListeners(t, gw, 2)
+
+	app.Labels = map[string]string{"route": "app"}
+	if err := env.Client.Update(context.Background(), app); err != nil {
+		t.Errorf("Relabelling a fragment whose listener the Gateway now shadows: %v", err)
+	}
+	app.Spec.Listeners[0].Port = 8443
+	app.Spec.Listeners = append(app.Spec.Listeners, https("again", "late.example.com"))
+	err := env.Client.Update(context.Background(), app)
+	wantDenied(t, err, `spec.listeners[1].hostname: Duplicate value: "late.example.com"`, `by the Gateway's own listener "main"`)
+}
