@@ -7,8 +7,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-
-	"github.com/gatefold/gatefold/api/v1alpha1"
 )
 
 // gatewayValidator warns, and never denies, when a Gateway's own listener
@@ -31,23 +29,19 @@ func (v *gatewayValidator) ValidateDelete(context.Context, *gwv1.Gateway) (admis
 }
 
 func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission.Warnings {
-	list := &v1alpha1.ListenerFragmentList{}
-	if err := v.cache.List(ctx, list, client.MatchingFields{ParentIndex: client.ObjectKeyFromObject(gw).String()}); err != nil {
+	fragments, err := fragmentsOf(ctx, v.cache, gw)
+	if err != nil {
 		return admission.Warnings{fmt.Sprintf("gatefold could not check this Gateway's listeners against its ListenerFragments: %v", err)}
 	}
-	folded := map[gwv1.SectionName]bool{}
 	wanted := map[Tuple]int{}
-	for _, lf := range list.Items {
+	for _, lf := range fragments {
 		for _, l := range lf.Spec.Listeners {
-			folded[v1alpha1.ListenerName(lf.Namespace, lf.Name, l.Name)] = true
 			wanted[TupleOf(l.Port, l.Protocol, l.Hostname)]++
 		}
 	}
 	var warnings admission.Warnings
-	for i, l := range gw.Spec.Listeners {
-		if folded[l.Name] {
-			continue
-		}
+	for _, i := range OwnListenerIndexes(gw, fragments) {
+		l := gw.Spec.Listeners[i]
 		if n := wanted[TupleOf(l.Port, l.Protocol, l.Hostname)]; n > 0 {
 			warnings = append(warnings, fmt.Sprintf("spec.listeners[%d] (%q) takes %s, which %d ListenerFragment listener(s) also want: the Gateway's own listener wins and those are reported Conflicted",
 				i, l.Name, TupleOf(l.Port, l.Protocol, l.Hostname), n))

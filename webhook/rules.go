@@ -129,6 +129,24 @@ func CheckAgainstListeners(lf *v1alpha1.ListenerFragment, gateway string, taken 
 	return errs
 }
 
+// OwnListenerIndexes returns the indexes of the Gateway's listeners that no
+// fragment folded: the listeners other managers own.
+func OwnListenerIndexes(gw *gwv1.Gateway, fragments []v1alpha1.ListenerFragment) []int {
+	folded := map[gwv1.SectionName]bool{}
+	for _, lf := range fragments {
+		for _, l := range lf.Spec.Listeners {
+			folded[v1alpha1.ListenerName(lf.Namespace, lf.Name, l.Name)] = true
+		}
+	}
+	var own []int
+	for i, l := range gw.Spec.Listeners {
+		if !folded[l.Name] {
+			own = append(own, i)
+		}
+	}
+	return own
+}
+
 // CheckAllowedListeners checks that the Gateway's spec.allowedListeners
 // admits the fragment's namespace, whose labels are nsLabels.
 func CheckAllowedListeners(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, nsLabels map[string]string) field.ErrorList {

@@ -215,3 +215,15 @@ func hostOf(l gwv1.ListenerEntry) string {
 	}
 	return string(*l.Hostname)
 }
+
+func TestOwnListenerIndexes(t *testing.T) {
+	lf := fragment("shop", "checkout", entry("https", 443, gwv1.HTTPSProtocolType, "a.example.com"))
+	folded := gwListener(string(v1alpha1.ListenerName("shop", "checkout", "https")), 443, gwv1.HTTPSProtocolType, "a.example.com")
+	gw := &gwv1.Gateway{Spec: gwv1.GatewaySpec{Listeners: []gwv1.Listener{
+		gwListener("main", 80, gwv1.HTTPProtocolType, ""), folded, gwListener("https", 443, gwv1.HTTPSProtocolType, "b.example.com"),
+	}}}
+	got := OwnListenerIndexes(gw, []v1alpha1.ListenerFragment{*lf})
+	if len(got) != 2 || got[0] != 0 || got[1] != 2 {
+		t.Errorf("OwnListenerIndexes = %v, want [0 2]: a human's listener named like a fragment's local name is still the Gateway's own", got)
+	}
+}

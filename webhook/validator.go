@@ -157,33 +157,24 @@ func describeHolder(h Holder, requesterNS string) string {
 
 // ownListeners returns the Gateway's listeners that no fragment folded.
 func (v *fragmentValidator) ownListeners(ctx context.Context, gw *gwv1.Gateway) ([]gwv1.Listener, error) {
-	folded, err := foldedNames(ctx, v.cache, gw)
+	fragments, err := fragmentsOf(ctx, v.cache, gw)
 	if err != nil {
 		return nil, err
 	}
 	var own []gwv1.Listener
-	for _, l := range gw.Spec.Listeners {
-		if !folded[l.Name] {
-			own = append(own, l)
-		}
+	for _, i := range OwnListenerIndexes(gw, fragments) {
+		own = append(own, gw.Spec.Listeners[i])
 	}
 	return own, nil
 }
 
-// foldedNames returns the Gateway listener names of every fragment that
-// names gw as its parent.
-func foldedNames(ctx context.Context, c client.Reader, gw *gwv1.Gateway) (map[gwv1.SectionName]bool, error) {
+// fragmentsOf lists the fragments that name gw as their parent.
+func fragmentsOf(ctx context.Context, c client.Reader, gw *gwv1.Gateway) ([]v1alpha1.ListenerFragment, error) {
 	list := &v1alpha1.ListenerFragmentList{}
 	if err := c.List(ctx, list, client.MatchingFields{ParentIndex: klog.KObj(gw).String()}); err != nil {
 		return nil, fmt.Errorf("listing fragments of Gateway %s: %w", klog.KObj(gw), err)
 	}
-	names := map[gwv1.SectionName]bool{}
-	for _, lf := range list.Items {
-		for _, l := range lf.Spec.Listeners {
-			names[v1alpha1.ListenerName(lf.Namespace, lf.Name, l.Name)] = true
-		}
-	}
-	return names, nil
+	return list.Items, nil
 }
 
 // grantsFor returns the ReferenceGrants of every namespace the fragment's
