@@ -60,29 +60,28 @@ func newGateway(t *testing.T, ns string, from gwv1.FromNamespaces, listeners ...
 // Gateways, namespaces, ReferenceGrants and fragments from their caches.
 func waitCached(t *testing.T, obj client.Object) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for i, c := range caches {
-		for c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)) != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("Replica %d's cache does not hold %s after 10s", i, client.ObjectKeyFromObject(obj))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	waitReplicas(t, fmt.Sprintf("hold %s", client.ObjectKeyFromObject(obj)), func(c client.Reader) bool {
+		return c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)) == nil
+	})
 }
 
 // waitCachedListeners waits until every replica sees n listeners on gw.
 func waitCachedListeners(t *testing.T, gw *gwv1.Gateway, n int) {
 	t.Helper()
+	waitReplicas(t, fmt.Sprintf("show %d listeners on %s", n, client.ObjectKeyFromObject(gw)), func(c client.Reader) bool {
+		got := &gwv1.Gateway{}
+		return c.Get(context.Background(), client.ObjectKeyFromObject(gw), got) == nil && len(got.Spec.Listeners) == n
+	})
+}
+
+// waitReplicas polls every replica's cache until seen holds, for 10s at most.
+func waitReplicas(t *testing.T, what string, seen func(client.Reader) bool) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for i, c := range caches {
-		for {
-			got := &gwv1.Gateway{}
-			if c.Get(context.Background(), client.ObjectKeyFromObject(gw), got) == nil && len(got.Spec.Listeners) == n {
-				break
-			}
+		for !seen(c) {
 			if time.Now().After(deadline) {
-				t.Fatalf("Replica %d's cache does not show %d listeners on %s after 10s", i, n, client.ObjectKeyFromObject(gw))
+				t.Fatalf("Replica %d's cache does not %s after 10s", i, what)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -95,6 +94,12 @@ func https(name, host string) gwv1.ListenerEntry {
 		Hostname: ptr.To(gwv1.Hostname(host)),
 		TLS:      &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert"}}},
 	}
+}
+
+// gatewayHTTPS is a Gateway's own HTTPS listener, as a human would add it.
+func gatewayHTTPS(name, host string) gwv1.Listener {
+	e := https(name, host)
+	return gwv1.Listener{Name: e.Name, Port: e.Port, Protocol: e.Protocol, Hostname: e.Hostname, TLS: e.TLS}
 }
 
 func newFragment(ns, name string, gw *gwv1.Gateway, listeners ...gwv1.ListenerEntry) *v1alpha1.ListenerFragment {
@@ -151,10 +156,7 @@ func TestDuplicateHostnameIsDenied(t *testing.T) {
 
 func TestGatewayOwnListenerIsDenied(t *testing.T) {
 	infra := newNamespace(t, nil)
-	gw := newGateway(t, infra, gwv1.NamespacesFromAll, gwv1.Listener{
-		Name: "main", Port: 443, Protocol: gwv1.HTTPSProtocolType, Hostname: ptr.To(gwv1.Hostname("www.example.com")),
-		TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert"}}},
-	})
+	gw := newGateway(t, infra, gwv1.NamespacesFromAll, gatewayHTTPS("main", "www.example.com"))
 	err := env.Client.Create(context.Background(), newFragment(infra, "www", gw, https("https", "www.example.com")))
 	wantDenied(t, err, `spec.listeners[0].hostname: Duplicate value: "www.example.com"`, `by the Gateway's own listener "main"`)
 }

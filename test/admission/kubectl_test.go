@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -91,10 +90,7 @@ func TestGatewayShadowingAFragmentGetsAWarning(t *testing.T) {
 	waitCached(t, app)
 
 	c, w := warningClient(t)
-	gw.Spec.Listeners = append(gw.Spec.Listeners, gwv1.Listener{
-		Name: "main", Port: 443, Protocol: gwv1.HTTPSProtocolType, Hostname: ptr.To(gwv1.Hostname("app.example.com")),
-		TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert"}}},
-	})
+	gw.Spec.Listeners = append(gw.Spec.Listeners, gatewayHTTPS("main", "app.example.com"))
 	if err := c.Update(context.Background(), gw); err != nil {
 		t.Fatalf("Updating the Gateway must never be denied by gatefold: %v", err)
 	}
@@ -109,10 +105,7 @@ func TestMetadataUpdateOfAShadowedFragmentIsAllowed(t *testing.T) {
 	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
 	app := newFragment(ns, "app", gw, https("https", "late.example.com"))
 	mustCreate(t, app)
-	gw.Spec.Listeners = append(gw.Spec.Listeners, gwv1.Listener{
-		Name: "main", Port: 443, Protocol: gwv1.HTTPSProtocolType, Hostname: ptr.To(gwv1.Hostname("late.example.com")),
-		TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert"}}},
-	})
+	gw.Spec.Listeners = append(gw.Spec.Listeners, gatewayHTTPS("main", "late.example.com"))
 	if err := env.Client.Update(context.Background(), gw); err != nil {
 		t.Fatal(err)
 	}
