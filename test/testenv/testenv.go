@@ -6,16 +6,23 @@
 package testenv
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gatefold/gatefold/api/scheme"
 )
@@ -102,22 +109,40 @@ func Start(opts Options) (*Env, error) {
 // webhookOptions renders config/webhook with kubectl's kustomize, so tests
 // install exactly the webhook configurations a user does.
 func webhookOptions(enabled bool, assets, root string) (envtest.WebhookInstallOptions, error) {
+	var opts envtest.WebhookInstallOptions
 	if !enabled {
-		return envtest.WebhookInstallOptions{}, nil
+		return opts, nil
 	}
 	out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", filepath.Join(root, "config", "webhook")).Output()
 	if err != nil {
-		return envtest.WebhookInstallOptions{}, fmt.Errorf("rendering config/webhook with kubectl kustomize: %w", err)
+		return opts, fmt.Errorf("rendering config/webhook with kubectl kustomize: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "gatefold-webhooks-")
-	if err != nil {
-		return envtest.WebhookInstallOptions{}, fmt.Errorf("creating a folder for the webhook configurations: %w", err)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		var raw runtime.RawExtension
+		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+			return opts, nil
+		} else if err != nil {
+			return opts, fmt.Errorf("decoding the rendered webhook configurations: %w", err)
+		}
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal(raw.Raw, &meta); err != nil {
+			return opts, fmt.Errorf("decoding the rendered webhook configurations: %w", err)
+		}
+		switch meta.Kind {
+		case "MutatingWebhookConfiguration":
+			m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+			err = yaml.Unmarshal(raw.Raw, m)
+			opts.MutatingWebhooks = append(opts.MutatingWebhooks, m)
+		case "ValidatingWebhookConfiguration":
+			v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			err = yaml.Unmarshal(raw.Raw, v)
+			opts.ValidatingWebhooks = append(opts.ValidatingWebhooks, v)
+		}
+		if err != nil {
+			return opts, fmt.Errorf("decoding a %s: %w", meta.Kind, err)
+		}
 	}
-	path := filepath.Join(dir, "webhooks.yaml")
-	if err := os.WriteFile(path, out, 0o600); err != nil {
-		return envtest.WebhookInstallOptions{}, fmt.Errorf("writing the webhook configurations: %w", err)
-	}
-	return envtest.WebhookInstallOptions{Paths: []string{path}}, nil
 }
 
 // WebhookPort is where the API server calls the webhooks.
