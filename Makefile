@@ -38,7 +38,7 @@ dev: controlplane build ## Run gatefold on a local real control plane until Ctrl
 	bin/gatefold dev
 
 .PHONY: test
-test: controlplane verify-generated vet ## Run every test (unit, fuzz seeds, integration on the real control plane)
+test: controlplane verify-generated ## Run every test (unit, fuzz seeds, integration on the real control plane)
 	$(GO) test -count=1 ./...
 
 .PHONY: bench
