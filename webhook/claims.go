@@ -181,11 +181,11 @@ func (s *ClaimStore) acquireName(ctx context.Context, c Claim, h Holder) (bool, 
 			}
 			return false, fmt.Errorf("reading claim %s: %w", want.Name, err)
 		}
-		_, holder, err := decodeClaim(have)
+		mine, err := s.mineOrStale(ctx, have, c, h)
 		if err != nil {
 			return false, err
 		}
-		if holder.identity() == h.identity() {
+		if mine {
 			// Renewing tells the collector that the holder still wants it,
 			// even while its update is in flight.
 			have.Spec.RenewTime = want.Spec.RenewTime
@@ -197,13 +197,6 @@ func (s *ClaimStore) acquireName(ctx context.Context, c Claim, h Holder) (bool, 
 				return false, fmt.Errorf("renewing claim %s: %w", want.Name, err)
 			}
 			return false, nil
-		}
-		stale, err := s.Stale(ctx, have)
-		if err != nil {
-			return false, err
-		}
-		if !stale {
-			return false, &HeldError{Claim: c, Holder: holder}
 		}
 		if err := s.release(ctx, have.Name, have.ResourceVersion); err != nil {
 			return false, err
@@ -251,21 +244,32 @@ func (s *ClaimStore) Check(ctx context.Context, c Claim, h Holder) error {
 	case err != nil:
 		return fmt.Errorf("reading claim %s: %w", c.Name(), err)
 	default:
-		_, holder, err := decodeClaim(have)
-		if err != nil {
+		if _, err := s.mineOrStale(ctx, have, c, h); err != nil {
 			return err
-		}
-		if holder.identity() != h.identity() {
-			stale, err := s.Stale(ctx, have)
-			if err != nil {
-				return err
-			}
-			if !stale {
-				return &HeldError{Claim: c, Holder: holder}
-			}
 		}
 	}
 	return s.checkCrossClass(ctx, c, h)
+}
+
+// mineOrStale says whether h holds the existing claim l on c, and returns a
+// *HeldError when another holder does and still wants it. Neither means l is
+// stale and may be taken over.
+func (s *ClaimStore) mineOrStale(ctx context.Context, l *coordinationv1.Lease, c Claim, h Holder) (bool, error) {
+	_, holder, err := decodeClaim(l)
+	if err != nil {
+		return false, err
+	}
+	if holder.identity() == h.identity() {
+		return true, nil
+	}
+	stale, err := s.Stale(ctx, l)
+	if err != nil {
+		return false, err
+	}
+	if !stale {
+		return false, &HeldError{Claim: c, Holder: holder}
+	}
+	return false, nil
 }
 
 // Release gives up a claim that h created in a request that was then denied.
