@@ -150,15 +150,7 @@ func OwnListenerIndexes(gw *gwv1.Gateway, fragments []v1alpha1.ListenerFragment)
 // CheckAllowedListeners checks that the Gateway's spec.allowedListeners
 // admits the fragment's namespace, whose labels are nsLabels.
 func CheckAllowedListeners(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, nsLabels map[string]string) field.ErrorList {
-	from := gwv1.NamespacesFromNone
-	var selector *metav1.LabelSelector
-	if al := gw.Spec.AllowedListeners; al != nil && al.Namespaces != nil {
-		if al.Namespaces.From != nil {
-			from = *al.Namespaces.From
-		}
-		selector = al.Namespaces.Selector
-	}
-	allowed, why := NamespaceAllowed(from, selector, gw.Namespace, lf.Namespace, nsLabels)
+	allowed, why := NamespaceAllowed(gw, lf.Namespace, nsLabels)
 	if allowed {
 		return nil
 	}
@@ -167,14 +159,22 @@ func CheckAllowedListeners(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, nsLa
 			gw.Namespace, gw.Name, lf.Namespace, why))}
 }
 
-// NamespaceAllowed applies allowedListeners.namespaces to a namespace and
-// says why it is not admitted.
-func NamespaceAllowed(from gwv1.FromNamespaces, selector *metav1.LabelSelector, gatewayNS, ns string, nsLabels map[string]string) (bool, string) {
+// NamespaceAllowed applies the Gateway's spec.allowedListeners.namespaces to
+// namespace ns, whose labels are nsLabels, and says why it is not admitted.
+func NamespaceAllowed(gw *gwv1.Gateway, ns string, nsLabels map[string]string) (bool, string) {
+	from := gwv1.NamespacesFromNone
+	var selector *metav1.LabelSelector
+	if al := gw.Spec.AllowedListeners; al != nil && al.Namespaces != nil {
+		if al.Namespaces.From != nil {
+			from = *al.Namespaces.From
+		}
+		selector = al.Namespaces.Selector
+	}
 	switch from {
 	case gwv1.NamespacesFromAll:
 		return true, ""
 	case gwv1.NamespacesFromSame:
-		return ns == gatewayNS, "spec.allowedListeners.namespaces.from is Same"
+		return ns == gw.Namespace, "spec.allowedListeners.namespaces.from is Same"
 	case gwv1.NamespacesFromSelector:
 		if selector == nil {
 			return false, "spec.allowedListeners.namespaces.from is Selector with no selector"

@@ -32,6 +32,10 @@ const (
 	// the fragment's listeners could be folded.
 	FragmentReasonListenersNotValid FragmentConditionReason = "ListenersNotValid"
 
+	// FragmentReasonTooManyListeners is used with Accepted=False when the
+	// fragment's listeners did not fit in the Gateway's 64 listeners.
+	FragmentReasonTooManyListeners FragmentConditionReason = "TooManyListeners"
+
 	// FragmentReasonProgrammed is used with Programmed=True.
 	FragmentReasonProgrammed FragmentConditionReason = "Programmed"
 

@@ -1,0 +1,269 @@
+package merger
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/webhook"
+)
+
+// MaxListeners is the most listeners a Gateway's spec may hold.
+const MaxListeners = 64
+
+// Input is everything the fold reads for one Gateway.
+type Input struct {
+	// Gateway is the parent; nil when it does not exist.
+	Gateway *gwv1.Gateway
+	// Managed are the names of the Gateway's listeners that gatefold applied
+	// last time; they are not the Gateway's own even when no fragment wants
+	// them any more.
+	Managed sets.Set[gwv1.SectionName]
+	// Fragments are the fragments whose parentRef names the Gateway.
+	Fragments []v1alpha1.ListenerFragment
+	// NamespaceLabels are the labels of the fragments' namespaces, by name.
+	NamespaceLabels map[string]map[string]string
+}
+
+// Result is what the fold decided for one Gateway.
+type Result struct {
+	// Listeners are gatefold's listeners for the Gateway, in precedence
+	// order. The Gateway's own listeners are not among them.
+	Listeners []gwv1.Listener
+	// Statuses are the fragments' statuses by namespace/name. Conditions
+	// carry no lastTransitionTime: the writer keeps the stored one.
+	Statuses map[types.NamespacedName]v1alpha1.ListenerFragmentStatus
+	// Outcomes are every fragment listener's outcome, in precedence order.
+	Outcomes []Outcome
+}
+
+// Outcome is what became of one fragment listener.
+type Outcome struct {
+	Fragment types.NamespacedName
+	Listener gwv1.SectionName
+	// Reason is Accepted when folded, else why not.
+	Reason gwv1.ListenerEntryConditionReason
+	// Message explains Reason without naming other tenants' objects.
+	Message string
+}
+
+// Folded reports whether the listener is on the Gateway.
+func (o Outcome) Folded() bool { return o.Reason == gwv1.ListenerEntryReasonAccepted }
+
+// Fold folds the fragments into the Gateway's listeners in ListenerSet
+// precedence: the Gateway's own listeners, then fragments oldest first, then
+// by namespace/name. It is deterministic and does not depend on the order of
+// in.Fragments. The result never repeats a name or a tuple of another
+// listener, and never holds more than MaxListeners with the own listeners.
+func Fold(in Input) Result {
+	res := Result{Statuses: map[types.NamespacedName]v1alpha1.ListenerFragmentStatus{}}
+	fragments := slices.Clone(in.Fragments)
+	slices.SortFunc(fragments, precedence)
+
+	if in.Gateway == nil {
+		for i := range fragments {
+			lf := &fragments[i]
+			res.Statuses[keyOf(lf)] = notAccepted(lf, v1alpha1.FragmentReasonParentNotAccepted,
+				fmt.Sprintf("Gateway %s does not exist", webhook.ParentOf(lf)))
+		}
+		return res
+	}
+
+	b := newBoard(in.Gateway, ownListeners(in.Gateway, in.Managed, fragments))
+	for i := range fragments {
+		lf := &fragments[i]
+		if allowed, why := webhook.NamespaceAllowed(in.Gateway, lf.Namespace, in.NamespaceLabels[lf.Namespace]); !allowed {
+			res.Statuses[keyOf(lf)] = notAccepted(lf, v1alpha1.FragmentReasonNotAllowed,
+				fmt.Sprintf("Gateway %s does not allow listeners from namespace %s: %s", klogKey(in.Gateway), lf.Namespace, why))
+			continue
+		}
+		outcomes, listeners := b.place(lf)
+		res.Listeners = append(res.Listeners, listeners...)
+		res.Outcomes = append(res.Outcomes, outcomes...)
+		res.Statuses[keyOf(lf)] = fragmentStatus(lf, in.Gateway, outcomes)
+	}
+	return res
+}
+
+// precedence orders fragments oldest first, then by namespace/name.
+func precedence(a, b v1alpha1.ListenerFragment) int {
+	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+}
+
+func keyOf(lf *v1alpha1.ListenerFragment) types.NamespacedName {
+	return types.NamespacedName{Namespace: lf.Namespace, Name: lf.Name}
+}
+
+func klogKey(gw *gwv1.Gateway) string { return gw.Namespace + "/" + gw.Name }
+
+// ownListeners are the Gateway's listeners that gatefold neither applied nor
+// would name: those other managers own.
+func ownListeners(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], fragments []v1alpha1.ListenerFragment) []gwv1.Listener {
+	var own []gwv1.Listener
+	for _, i := range webhook.OwnListenerIndexes(gw, fragments) {
+		if l := gw.Spec.Listeners[i]; !managed.Has(l.Name) {
+			own = append(own, l)
+		}
+	}
+	return own
+}
+
+// holder is who took a tuple or a port first, as a fragment's owner may
+// read it.
+type holder struct {
+	namespace string // "" for the Gateway's own listeners
+	fragment  string
+	listener  gwv1.SectionName
+}
+
+func (h holder) describe(requesterNS string) string {
+	switch {
+	case h.namespace == "":
+		return fmt.Sprintf("the Gateway's own listener %q", h.listener)
+	case h.namespace == requesterNS:
+		return fmt.Sprintf("listener %q of ListenerFragment %s", h.listener, h.fragment)
+	default:
+		return "a ListenerFragment in another namespace"
+	}
+}
+
+// board is the Gateway's listeners as the fold fills it.
+type board struct {
+	gateway string
+	names   sets.Set[gwv1.SectionName]
+	tuples  map[webhook.Tuple]holder
+	ports   map[gwv1.PortNumber]portUse
+	count   int
+}
+
+type portUse struct {
+	class  webhook.Class
+	holder holder
+}
+
+func newBoard(gw *gwv1.Gateway, own []gwv1.Listener) *board {
+	b := &board{gateway: klogKey(gw), names: sets.New[gwv1.SectionName](), tuples: map[webhook.Tuple]holder{}, ports: map[gwv1.PortNumber]portUse{}}
+	for _, l := range own {
+		b.take(l, holder{listener: l.Name})
+	}
+	return b
+}
+
+func (b *board) take(l gwv1.Listener, h holder) {
+	b.names.Insert(l.Name)
+	t := webhook.TupleOf(l.Port, l.Protocol, l.Hostname)
+	if _, taken := b.tuples[t]; !taken {
+		b.tuples[t] = h
+	}
+	if _, used := b.ports[l.Port]; !used {
+		b.ports[l.Port] = portUse{class: webhook.ClassOf(l.Protocol), holder: h}
+	}
+	b.count++
+}
+
+// place decides every listener of one fragment. A fragment's listeners that
+// do not conflict fold together or not at all: a route needs all of them,
+// and a half-placed fragment could not later move to another Gateway whole.
+func (b *board) place(lf *v1alpha1.ListenerFragment) ([]Outcome, []gwv1.Listener) {
+	key := keyOf(lf)
+	outcomes := make([]Outcome, len(lf.Spec.Listeners))
+	var folded []gwv1.Listener
+	var foldedIdx []int
+	// Within the fragment, earlier listeners win too; track them apart from
+	// the board until the fragment is known to fit.
+	local := &board{gateway: b.gateway, names: b.names.Clone(), tuples: maps.Clone(b.tuples), ports: maps.Clone(b.ports), count: b.count}
+	for i, e := range lf.Spec.Listeners {
+		l := Listener(lf, e)
+		outcomes[i] = Outcome{Fragment: key, Listener: e.Name}
+		if reason, msg, ok := local.conflict(l, lf.Namespace); !ok {
+			outcomes[i].Reason, outcomes[i].Message = reason, msg
+			continue
+		}
+		local.take(l, holder{namespace: lf.Namespace, fragment: lf.Name, listener: e.Name})
+		folded = append(folded, l)
+		foldedIdx = append(foldedIdx, i)
+	}
+	if b.count+len(folded) > MaxListeners {
+		for _, i := range foldedIdx {
+			outcomes[i].Reason = gwv1.ListenerEntryReasonTooManyListeners
+			outcomes[i].Message = fmt.Sprintf("Gateway %s has %d of its %d listeners taken and this fragment needs %d: move the fragment to another Gateway or remove listeners",
+				b.gateway, b.count, MaxListeners, len(folded))
+		}
+		return outcomes, nil
+	}
+	*b = *local
+	for _, i := range foldedIdx {
+		outcomes[i].Reason = gwv1.ListenerEntryReasonAccepted
+		outcomes[i].Message = fmt.Sprintf("Folded into Gateway %s as listener %q", b.gateway, v1alpha1.ListenerName(lf.Namespace, lf.Name, lf.Spec.Listeners[i].Name))
+	}
+	return outcomes, folded
+}
+
+// conflict says whether l may be added, and if not, why.
+func (b *board) conflict(l gwv1.Listener, requesterNS string) (gwv1.ListenerEntryConditionReason, string, bool) {
+	t := webhook.TupleOf(l.Port, l.Protocol, l.Hostname)
+	if u, used := b.ports[l.Port]; used && u.class != webhook.ClassOf(l.Protocol) {
+		return gwv1.ListenerEntryReasonProtocolConflict,
+			fmt.Sprintf("Port %d on Gateway %s carries %s, which cannot share a port with %s: choose another port", l.Port, b.gateway, u.holder.describe(requesterNS), l.Protocol), false
+	}
+	if h, taken := b.tuples[t]; taken {
+		return gwv1.ListenerEntryReasonHostnameConflict,
+			fmt.Sprintf("%s is already taken on Gateway %s by %s: choose another hostname or port", capitalise(t.String()), b.gateway, h.describe(requesterNS)), false
+	}
+	if b.names.Has(l.Name) {
+		return gwv1.ListenerEntryReasonListenerConflict,
+			fmt.Sprintf("Gateway %s already has a listener named %q that gatefold does not manage: rename or remove that listener", b.gateway, l.Name), false
+	}
+	return "", "", true
+}
+
+func capitalise(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
+
+// Listener returns the Gateway listener a fragment's listener folds into:
+// named by v1alpha1.ListenerName, with namespace-relative references made
+// absolute, because on the Gateway they would resolve in its namespace.
+func Listener(lf *v1alpha1.ListenerFragment, e gwv1.ListenerEntry) gwv1.Listener {
+	e = *e.DeepCopy()
+	l := gwv1.Listener{
+		Name:          v1alpha1.ListenerName(lf.Namespace, lf.Name, e.Name),
+		Hostname:      e.Hostname,
+		Port:          e.Port,
+		Protocol:      e.Protocol,
+		TLS:           e.TLS,
+		AllowedRoutes: e.AllowedRoutes,
+	}
+	if l.TLS != nil {
+		for i := range l.TLS.CertificateRefs {
+			if ref := &l.TLS.CertificateRefs[i]; ref.Namespace == nil {
+				ns := gwv1.Namespace(lf.Namespace)
+				ref.Namespace = &ns
+			}
+		}
+	}
+	if l.AllowedRoutes == nil {
+		l.AllowedRoutes = &gwv1.AllowedRoutes{}
+	}
+	if l.AllowedRoutes.Namespaces == nil {
+		l.AllowedRoutes.Namespaces = &gwv1.RouteNamespaces{}
+	}
+	rn := l.AllowedRoutes.Namespaces
+	if rn.From == nil || *rn.From == gwv1.NamespacesFromSame {
+		// Same means the fragment's namespace, not the Gateway's.
+		from := gwv1.NamespacesFromSelector
+		rn.From = &from
+		rn.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: lf.Namespace}}
+	}
+	return l
+}

@@ -1,0 +1,430 @@
+package merger
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/webhook"
+)
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func entry(name string, port gwv1.PortNumber, p gwv1.ProtocolType, host string) gwv1.ListenerEntry {
+	e := gwv1.ListenerEntry{Name: gwv1.SectionName(name), Port: port, Protocol: p}
+	if host != "" {
+		e.Hostname = ptr.To(gwv1.Hostname(host))
+	}
+	return e
+}
+
+func own(name string, port gwv1.PortNumber, p gwv1.ProtocolType, host string) gwv1.Listener {
+	e := entry(name, port, p, host)
+	return gwv1.Listener{Name: e.Name, Port: e.Port, Protocol: e.Protocol, Hostname: e.Hostname}
+}
+
+// fragment is ns/name created `age` seconds after the epoch.
+func fragment(ns, name string, created int, ls ...gwv1.ListenerEntry) v1alpha1.ListenerFragment {
+	return v1alpha1.ListenerFragment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 1, CreationTimestamp: metav1.NewTime(epoch.Add(time.Duration(created) * time.Second))},
+		Spec:       v1alpha1.ListenerFragmentSpec{ParentRef: gwv1.ParentGatewayReference{Name: "shared", Namespace: ptr.To(gwv1.Namespace("infra"))}, Listeners: ls},
+	}
+}
+
+func gateway(from gwv1.FromNamespaces, ls ...gwv1.Listener) *gwv1.Gateway {
+	return &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "shared"},
+		Spec: gwv1.GatewaySpec{
+			Listeners:        ls,
+			AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(from)}},
+		},
+	}
+}
+
+// outcomes renders what became of every listener as "ns/fragment/listener: Reason".
+func outcomes(r Result) []string {
+	var out []string
+	for _, o := range r.Outcomes {
+		out = append(out, fmt.Sprintf("%s/%s: %s", o.Fragment, o.Listener, o.Reason))
+	}
+	return out
+}
+
+func accepted(r Result, ns, name string) string {
+	c := meta.FindStatusCondition(r.Statuses[types.NamespacedName{Namespace: ns, Name: name}].Conditions, "Accepted")
+	if c == nil {
+		return "<none>"
+	}
+	return string(c.Status) + "/" + c.Reason
+}
+
+func TestFoldPrecedenceAndConflicts(t *testing.T) {
+	https := func(name, host string) gwv1.ListenerEntry { return entry(name, 443, gwv1.HTTPSProtocolType, host) }
+	tests := map[string]struct {
+		gateway   *gwv1.Gateway
+		fragments []v1alpha1.ListenerFragment
+		want      []string
+		accepted  map[string]string // "ns/name" → Accepted status/reason
+	}{
+		"older fragment wins the tuple, later one is a hostname conflict": {
+			gateway: gateway(gwv1.NamespacesFromAll),
+			fragments: []v1alpha1.ListenerFragment{
+				fragment("b", "late", 5, https("web", "app.example.com")),
+				fragment("a", "early", 1, https("web", "app.example.com")),
+			},
+			want:     []string{"a/early/web: Accepted", "b/late/web: HostnameConflict"},
+			accepted: map[string]string{"a/early": "True/Accepted", "b/late": "False/ListenersNotValid"},
+		},
+		"equal creation times fall back to namespace/name": {
+			gateway: gateway(gwv1.NamespacesFromAll),
+			fragments: []v1alpha1.ListenerFragment{
+				fragment("b", "x", 1, https("web", "app.example.com")),
+				fragment("a", "z", 1, https("web", "app.example.com")),
+			},
+			want: []string{"a/z/web: Accepted", "b/x/web: HostnameConflict"},
+		},
+		"the Gateway's own listener beats an older fragment": {
+			gateway:   gateway(gwv1.NamespacesFromAll, own("main", 443, gwv1.HTTPSProtocolType, "app.example.com")),
+			fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0, https("web", "app.example.com"))},
+			want:      []string{"a/f/web: HostnameConflict"},
+		},
+		"HTTP and HTTPS with one hostname on one port conflict": {
+			gateway: gateway(gwv1.NamespacesFromAll),
+			fragments: []v1alpha1.ListenerFragment{
+				fragment("a", "f", 0, https("web", "app.example.com")),
+				fragment("a", "g", 1, entry("web", 443, gwv1.HTTPProtocolType, "app.example.com")),
+			},
+			want: []string{"a/f/web: Accepted", "a/g/web: HostnameConflict"},
+		},
+		"HTTP on a TCP port is a protocol conflict": {
+			gateway:   gateway(gwv1.NamespacesFromAll, own("db", 5432, gwv1.TCPProtocolType, "")),
+			fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0, entry("web", 5432, gwv1.HTTPProtocolType, "app.example.com"))},
+			want:      []string{"a/f/web: ProtocolConflict"},
+		},
+		"TCP and UDP share a port": {
+			gateway: gateway(gwv1.NamespacesFromAll, own("dns", 53, gwv1.UDPProtocolType, "")),
+			fragments: []v1alpha1.ListenerFragment{
+				fragment("a", "f", 0, entry("dns", 53, gwv1.TCPProtocolType, "")),
+				fragment("a", "g", 1, entry("dns", 53, gwv1.TCPProtocolType, "")),
+			},
+			want: []string{"a/f/dns: Accepted", "a/g/dns: HostnameConflict"},
+		},
+		"a missing hostname differs from a set one": {
+			gateway:   gateway(gwv1.NamespacesFromAll, own("catch-all", 443, gwv1.HTTPSProtocolType, "")),
+			fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0, https("web", "app.example.com"))},
+			want:      []string{"a/f/web: Accepted"},
+		},
+		"within a fragment the earlier listener wins and the fragment is still accepted": {
+			gateway:   gateway(gwv1.NamespacesFromAll),
+			fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0, https("one", "app.example.com"), entry("two", 443, gwv1.TLSProtocolType, "app.example.com"))},
+			want:      []string{"a/f/one: Accepted", "a/f/two: HostnameConflict"},
+			accepted:  map[string]string{"a/f": "True/Accepted"},
+		},
+		"a listener gatefold applied for a deleted fragment does not block a new one": {
+			gateway: func() *gwv1.Gateway {
+				gw := gateway(gwv1.NamespacesFromAll, own(string(v1alpha1.ListenerName("a", "gone", "web")), 443, gwv1.HTTPSProtocolType, "app.example.com"))
+				return gw
+			}(),
+			fragments: []v1alpha1.ListenerFragment{fragment("a", "new", 9, https("web", "app.example.com"))},
+			want:      []string{"a/new/web: Accepted"},
+		},
+		"from None, the default, admits nobody": {
+			gateway:   gateway(gwv1.NamespacesFromNone),
+			fragments: []v1alpha1.ListenerFragment{fragment("infra", "f", 0, https("web", "a.example.com"))},
+			accepted:  map[string]string{"infra/f": "False/NotAllowed"},
+		},
+		"from Same admits only the Gateway's namespace": {
+			gateway: gateway(gwv1.NamespacesFromSame),
+			fragments: []v1alpha1.ListenerFragment{
+				fragment("infra", "f", 0, https("web", "a.example.com")),
+				fragment("shop", "f", 0, https("web", "b.example.com")),
+			},
+			want:     []string{"infra/f/web: Accepted"},
+			accepted: map[string]string{"infra/f": "True/Accepted", "shop/f": "False/NotAllowed"},
+		},
+		"from Selector admits namespaces whose labels match": {
+			gateway: func() *gwv1.Gateway {
+				gw := gateway(gwv1.NamespacesFromSelector)
+				gw.Spec.AllowedListeners.Namespaces.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"gateway-access": "shared"}}
+				return gw
+			}(),
+			fragments: []v1alpha1.ListenerFragment{
+				fragment("shop", "f", 0, https("web", "a.example.com")),
+				fragment("blog", "f", 0, https("web", "b.example.com")),
+			},
+			want:     []string{"shop/f/web: Accepted"},
+			accepted: map[string]string{"shop/f": "True/Accepted", "blog/f": "False/NotAllowed"},
+		},
+		"a fragment that does not fit whole is too many, a smaller later one fits": {
+			gateway: func() *gwv1.Gateway {
+				var ls []gwv1.Listener
+				for i := range 62 {
+					ls = append(ls, own(fmt.Sprintf("own-%d", i), gwv1.PortNumber(10000+i), gwv1.TCPProtocolType, ""))
+				}
+				return gateway(gwv1.NamespacesFromAll, ls...)
+			}(),
+			fragments: []v1alpha1.ListenerFragment{
+				fragment("a", "big", 0, https("one", "a.example.com"), https("two", "b.example.com"), https("three", "c.example.com")),
+				fragment("a", "small", 1, https("one", "d.example.com"), https("two", "e.example.com")),
+				fragment("a", "late", 2, https("one", "f.example.com")),
+			},
+			want: []string{
+				"a/big/one: TooManyListeners", "a/big/two: TooManyListeners", "a/big/three: TooManyListeners",
+				"a/small/one: Accepted", "a/small/two: Accepted", "a/late/one: TooManyListeners",
+			},
+			accepted: map[string]string{"a/big": "False/TooManyListeners", "a/small": "True/Accepted", "a/late": "False/TooManyListeners"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			in := Input{
+				Gateway:         tc.gateway,
+				Managed:         sets.New(v1alpha1.ListenerName("a", "gone", "web")),
+				Fragments:       tc.fragments,
+				NamespaceLabels: map[string]map[string]string{"shop": {"gateway-access": "shared"}, "blog": {}},
+			}
+			r := Fold(in)
+			if diff := cmp.Diff(tc.want, outcomes(r)); diff != "" {
+				t.Errorf("Outcomes (-want +got):\n%s", diff)
+			}
+			for key, want := range tc.accepted {
+				ns, n, _ := strings.Cut(key, "/")
+				if got := accepted(r, ns, n); got != want {
+					t.Errorf("Fragment %s Accepted = %s, want %s", key, got, want)
+				}
+			}
+			checkInvariants(t, in, r)
+		})
+	}
+}
+
+func TestFoldWithoutGateway(t *testing.T) {
+	r := Fold(Input{Fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0, entry("web", 80, gwv1.HTTPProtocolType, ""))}})
+	if len(r.Listeners) != 0 {
+		t.Errorf("Folded %d listeners into a missing Gateway", len(r.Listeners))
+	}
+	c := meta.FindStatusCondition(r.Statuses[types.NamespacedName{Namespace: "a", Name: "f"}].Conditions, "Accepted")
+	if c == nil || c.Reason != "ParentNotAccepted" || c.Message != "Gateway infra/shared does not exist" {
+		t.Errorf("Accepted = %+v, want ParentNotAccepted naming the Gateway", c)
+	}
+}
+
+func TestFoldedListener(t *testing.T) {
+	e := entry("web", 443, gwv1.HTTPSProtocolType, "app.example.com")
+	e.TLS = &gwv1.ListenerTLSConfig{Mode: ptr.To(gwv1.TLSModeTerminate), CertificateRefs: []gwv1.SecretObjectReference{
+		{Name: "app-cert"},
+		{Name: "shared-cert", Namespace: ptr.To(gwv1.Namespace("certs"))},
+	}}
+	e.AllowedRoutes = &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: ptr.To(gwv1.NamespacesFromSame)}}
+	lf := fragment("shop", "checkout", 0, e)
+
+	got := Listener(&lf, e)
+	want := gwv1.Listener{
+		Name:     v1alpha1.ListenerName("shop", "checkout", "web"),
+		Hostname: e.Hostname, Port: 443, Protocol: gwv1.HTTPSProtocolType,
+		TLS: &gwv1.ListenerTLSConfig{Mode: ptr.To(gwv1.TLSModeTerminate), CertificateRefs: []gwv1.SecretObjectReference{
+			{Name: "app-cert", Namespace: ptr.To(gwv1.Namespace("shop"))},
+			{Name: "shared-cert", Namespace: ptr.To(gwv1.Namespace("certs"))},
+		}},
+		AllowedRoutes: &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{
+			From:     ptr.To(gwv1.NamespacesFromSelector),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "shop"}},
+		}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Folded listener (-want +got):\n%s", diff)
+	}
+	if lf.Spec.Listeners[0].TLS.CertificateRefs[0].Namespace != nil {
+		t.Errorf("Folding changed the fragment's own spec")
+	}
+}
+
+func TestFoldStatusMirrorsGateway(t *testing.T) {
+	lf := fragment("shop", "checkout", 0, entry("web", 443, gwv1.HTTPSProtocolType, "app.example.com"))
+	lf.Generation = 3
+	gw := gateway(gwv1.NamespacesFromAll)
+	name := v1alpha1.ListenerName("shop", "checkout", "web")
+	gw.Status.Listeners = []gwv1.ListenerStatus{{
+		Name:           name,
+		AttachedRoutes: 2,
+		Conditions: []metav1.Condition{
+			{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: 7, LastTransitionTime: metav1.NewTime(epoch)},
+			{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "InvalidCertificateRef", Message: "Secret shop/app-cert not found"},
+			{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready"},
+		},
+	}}
+	st := Fold(Input{Gateway: gw, Fragments: []v1alpha1.ListenerFragment{lf}}).Statuses[types.NamespacedName{Namespace: "shop", Name: "checkout"}]
+
+	want := v1alpha1.ListenerFragmentStatus{
+		Conditions: []metav1.Condition{
+			{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: 3, Message: "Folded 1 listeners into Gateway infra/shared"},
+			{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: 3, Message: "The Gateway implementation programmed all 1 folded listeners"},
+		},
+		Listeners: []v1alpha1.ListenerStatus{{
+			Name:           "web",
+			Gateway:        &v1alpha1.GatewayListenerReference{Namespace: "infra", Name: "shared", ListenerName: name},
+			AttachedRoutes: 2,
+			Conditions: []metav1.Condition{
+				{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: 3, Message: fmt.Sprintf("Folded into Gateway infra/shared as listener %q", name)},
+				{Type: "Conflicted", Status: metav1.ConditionFalse, Reason: "NoConflicts", ObservedGeneration: 3, Message: "No conflicts"},
+				{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: 3},
+				{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "InvalidCertificateRef", ObservedGeneration: 3, Message: "Secret shop/app-cert not found"},
+			},
+		}},
+	}
+	if diff := cmp.Diff(want, st); diff != "" {
+		t.Errorf("Status (-want +got):\n%s", diff)
+	}
+}
+
+func TestFoldConflictMessageKeepsOtherTenantsPrivate(t *testing.T) {
+	r := Fold(Input{Gateway: gateway(gwv1.NamespacesFromAll), Fragments: []v1alpha1.ListenerFragment{
+		fragment("bank", "secret-project", 0, entry("web", 443, gwv1.HTTPSProtocolType, "app.example.com")),
+		fragment("shop", "checkout", 1, entry("web", 443, gwv1.HTTPSProtocolType, "app.example.com")),
+	}})
+	msg := r.Outcomes[1].Message
+	want := "Port 443 (HTTP/HTTPS/TLS) with hostname app.example.com is already taken on Gateway infra/shared by a ListenerFragment in another namespace: choose another hostname or port"
+	if msg != want {
+		t.Errorf("Message = %q, want %q", msg, want)
+	}
+}
+
+// checkInvariants holds for every fold: the Gateway CEL would reject a
+// whole write that broke one of them.
+func checkInvariants(t *testing.T, in Input, r Result) {
+	t.Helper()
+	if in.Gateway == nil {
+		if len(r.Listeners) != 0 {
+			t.Fatalf("Folded listeners into a missing Gateway")
+		}
+		return
+	}
+	ownLs := ownListeners(in.Gateway, in.Managed, in.Fragments)
+	if n := len(ownLs) + len(r.Listeners); len(r.Listeners) > 0 && n > MaxListeners {
+		t.Fatalf("The Gateway would hold %d listeners", n)
+	}
+	names := sets.New[gwv1.SectionName]()
+	tuples := map[webhook.Tuple]gwv1.SectionName{}
+	ports := map[gwv1.PortNumber]webhook.Class{}
+	for _, l := range ownLs {
+		names.Insert(l.Name)
+		tuples[webhook.TupleOf(l.Port, l.Protocol, l.Hostname)] = l.Name
+		if _, ok := ports[l.Port]; !ok {
+			ports[l.Port] = webhook.ClassOf(l.Protocol)
+		}
+	}
+	for _, l := range r.Listeners {
+		if names.Has(l.Name) {
+			t.Fatalf("Listener name %q is repeated", l.Name)
+		}
+		names.Insert(l.Name)
+		tp := webhook.TupleOf(l.Port, l.Protocol, l.Hostname)
+		if other, ok := tuples[tp]; ok {
+			t.Fatalf("Listener %q repeats %s of %q", l.Name, tp, other)
+		}
+		tuples[tp] = l.Name
+		if c, ok := ports[l.Port]; ok && c != webhook.ClassOf(l.Protocol) {
+			t.Fatalf("Listener %q mixes protocol classes on port %d", l.Name, l.Port)
+		}
+		ports[l.Port] = webhook.ClassOf(l.Protocol)
+	}
+	for _, lf := range in.Fragments {
+		if _, ok := r.Statuses[types.NamespacedName{Namespace: lf.Namespace, Name: lf.Name}]; !ok {
+			t.Fatalf("Fragment %s/%s has no status", lf.Namespace, lf.Name)
+		}
+	}
+	folded := 0
+	for _, o := range r.Outcomes {
+		if o.Folded() {
+			folded++
+		}
+	}
+	if folded != len(r.Listeners) {
+		t.Fatalf("%d outcomes say folded, %d listeners were folded", folded, len(r.Listeners))
+	}
+}
+
+// fuzzInput builds a Gateway and fragments from bytes: small sets of ports,
+// protocols, hostnames and namespaces so that conflicts are frequent.
+func fuzzInput(data []byte) Input {
+	next := func() int {
+		if len(data) == 0 {
+			return 0
+		}
+		b := data[0]
+		data = data[1:]
+		return int(b)
+	}
+	ports := []gwv1.PortNumber{80, 443, 53}
+	protocols := []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType, gwv1.TLSProtocolType, gwv1.TCPProtocolType, gwv1.UDPProtocolType}
+	hosts := []string{"", "a.example.com", "b.example.com"}
+	namespaces := []string{"infra", "shop", "blog"}
+	listener := func(name string) gwv1.ListenerEntry {
+		p := protocols[next()%len(protocols)]
+		host := hosts[next()%len(hosts)]
+		if webhook.ClassOf(p) == webhook.ClassL4 {
+			host = ""
+		}
+		return entry(name, ports[next()%len(ports)]+gwv1.PortNumber(next()%24), p, host)
+	}
+	froms := []gwv1.FromNamespaces{gwv1.NamespacesFromAll, gwv1.NamespacesFromSame, gwv1.NamespacesFromNone}
+	gw := gateway(froms[next()%len(froms)])
+	for i := range next() % 70 {
+		e := listener(fmt.Sprintf("own-%d", i))
+		if webhook.ClassOf(e.Protocol) == webhook.ClassL4 {
+			e.Port = gwv1.PortNumber(20000 + i) // Gateway CEL keeps own listeners distinct
+		}
+		gw.Spec.Listeners = append(gw.Spec.Listeners, gwv1.Listener{Name: e.Name, Port: e.Port, Protocol: e.Protocol, Hostname: ptr.To(gwv1.Hostname(fmt.Sprintf("own-%d.example.com", i)))})
+	}
+	in := Input{Gateway: gw, Managed: sets.New[gwv1.SectionName]()}
+	if next()%5 == 0 {
+		in.Gateway = nil
+	}
+	for i := range next() % 40 {
+		var ls []gwv1.ListenerEntry
+		for j := range 1 + next()%4 {
+			ls = append(ls, listener(fmt.Sprintf("l%d", j)))
+		}
+		in.Fragments = append(in.Fragments, fragment(namespaces[next()%len(namespaces)], fmt.Sprintf("f%d", i), next()%4, ls...))
+	}
+	return in
+}
+
+func FuzzFold(f *testing.F) {
+	f.Add([]byte{0, 3, 1, 0, 0, 0, 0, 8, 1, 1, 1, 0, 0, 1, 2, 1, 1, 0, 0, 0})
+	f.Add([]byte{0, 66, 0, 1, 0, 0, 30, 3, 1, 1, 2, 1, 0, 1, 4, 0, 2, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Add([]byte{1, 0, 1, 20, 3, 0, 2, 1, 1, 0, 3, 3, 0, 2, 4, 1, 1, 1, 1, 1, 1, 1, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := fuzzInput(data)
+		r := Fold(in)
+		checkInvariants(t, in, r)
+
+		if diff := cmp.Diff(r, Fold(in)); diff != "" {
+			t.Fatalf("Fold is not deterministic:\n%s", diff)
+		}
+		rev := in
+		rev.Fragments = slices.Clone(in.Fragments)
+		slices.Reverse(rev.Fragments)
+		if diff := cmp.Diff(r, Fold(rev)); diff != "" {
+			t.Fatalf("Fold depends on the order of its input:\n%s", diff)
+		}
+		if in.Gateway != nil {
+			before := in.Gateway.DeepCopy()
+			Fold(in)
+			if diff := cmp.Diff(before, in.Gateway); diff != "" {
+				t.Fatalf("Fold changed the Gateway:\n%s", diff)
+			}
+		}
+	})
+}
