@@ -26,7 +26,8 @@ type Options struct {
 	CollectPeriod time.Duration
 }
 
-// IndexFragmentParents registers ParentIndex with the manager's cache.
+// IndexFragmentParents registers ParentIndex with the manager's cache, once
+// for both the webhooks and the merger.
 func IndexFragmentParents(ctx context.Context, mgr ctrl.Manager) error {
 	return mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ListenerFragment{}, ParentIndex, func(o client.Object) []string {
 		return []string{ParentOf(o.(*v1alpha1.ListenerFragment)).String()}
@@ -41,13 +42,12 @@ func IndexFragmentParents(ctx context.Context, mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;referencegrants,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete,namespace=gatefold-system
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=gatefold-system
 
 // Setup registers the webhooks with the manager's webhook server, and the
 // collector of orphaned claims, which runs on the leader only.
-func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
-	if err := IndexFragmentParents(ctx, mgr); err != nil {
-		return nil, err
-	}
+// IndexFragmentParents must have been registered.
+func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 	claims := &ClaimStore{
 		Client:    mgr.GetClient(),
 		Reader:    mgr.GetAPIReader(),

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
+	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -13,19 +16,52 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/gatefold/gatefold/api/scheme"
+	"github.com/gatefold/gatefold/merger"
 	"github.com/gatefold/gatefold/webhook"
 )
 
+// managerOptions are the settings of one gatefold replica: `gatefold
+// manager` takes them all as flags, `gatefold dev` sets most of them itself.
+type managerOptions struct {
+	metricsAddr string
+	probeAddr   string
+	webhookHost string
+	webhookPort int
+	certDir     string
+	webhook     webhook.Options
+	merger      merger.Options
+
+	leaderElect             bool
+	leaderElectionID        string
+	leaderElectionNamespace string
+	leaseDuration           time.Duration
+	renewDeadline           time.Duration
+	retryPeriod             time.Duration
+}
+
+func (o *managerOptions) bindFlags(fs *flag.FlagSet) {
+	ns := envOr("POD_NAMESPACE", "gatefold-system")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to")
+	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on")
+	fs.StringVar(&o.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Folder holding the webhook server's tls.crt and tls.key")
+	fs.StringVar(&o.webhook.ClaimsNamespace, "claims-namespace", ns, "Namespace holding the listener claims (gatefold's own; tenants must have no rights there)")
+	fs.DurationVar(&o.webhook.ClaimGrace, "claim-grace", 30*time.Second, "How long a claim no fragment wants is kept before it is released; longer than any admission request")
+	fs.DurationVar(&o.webhook.CollectPeriod, "claim-collect-period", 15*time.Second, "How often the leader collects orphaned claims")
+	fs.BoolVar(&o.merger.ManageReferenceGrants, "manage-reference-grants", true, "Keep a ReferenceGrant per fragment that lets its Gateway read the fragment's certificate Secrets; false leaves granting to you")
+	fs.IntVar(&o.merger.Workers, "merger-workers", 4, "How many Gateways the merger folds at once")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect one leader among the replicas to run the merger; false runs it in every replica, for a single replica only")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "gatefold-leader", "Name of the Lease the replicas elect the leader with")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", ns, "Namespace of the leader election Lease")
+	fs.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a leader's Lease lasts without renewal; the bound on failover")
+	fs.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew before it gives up leadership and exits")
+	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "How often replicas try to take or renew the Lease")
+}
+
 func runManager(args []string) error {
 	fs := newFlagSet("manager", "Run the webhook server and the leader-elected merger against a cluster")
-	metricsAddr := fs.String("metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it")
-	probeAddr := fs.String("health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to")
-	webhookPort := fs.Int("webhook-port", 9443, "Port the admission webhook server listens on")
-	certDir := fs.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Folder holding the webhook server's tls.crt and tls.key")
-	whOpts := webhook.Options{}
-	fs.StringVar(&whOpts.ClaimsNamespace, "claims-namespace", envOr("POD_NAMESPACE", "gatefold-system"), "Namespace holding the listener claims (gatefold's own; tenants must have no rights there)")
-	fs.DurationVar(&whOpts.ClaimGrace, "claim-grace", 30*time.Second, "How long a claim no fragment wants is kept before it is released; longer than any admission request")
-	fs.DurationVar(&whOpts.CollectPeriod, "claim-collect-period", 15*time.Second, "How often orphaned claims are collected")
+	var o managerOptions
+	o.bindFlags(fs)
 	config.RegisterFlags(fs)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
@@ -33,24 +69,44 @@ func runManager(args []string) error {
 		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	log := ctrl.Log.WithName("setup")
 
 	cfg, err := config.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
+	return startManager(ctrl.SetupSignalHandler(), cfg, o)
+}
+
+// startManager runs one replica until ctx ends or it loses the leader
+// Lease, which ends it with an error so that the process exits.
+func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error {
+	cfg = rest.CopyConfig(cfg)
+	// The audit log then tells which replica made a write.
+	cfg.UserAgent = fmt.Sprintf("gatefold/%s (%s)", version, identity())
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme.New(),
-		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
-		HealthProbeBindAddress: *probeAddr,
-		WebhookServer:          ctrlwebhook.NewServer(ctrlwebhook.Options{Port: *webhookPort, CertDir: *certDir}),
+		Scheme:                        scheme.New(),
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.probeAddr,
+		WebhookServer:                 ctrlwebhook.NewServer(ctrlwebhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.certDir}),
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       o.leaderElectionNamespace,
+		LeaseDuration:                 &o.leaseDuration,
+		RenewDeadline:                 &o.renewDeadline,
+		RetryPeriod:                   &o.retryPeriod,
+		LeaderElectionReleaseOnCancel: true, // a replica that stops hands over at once
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	ctx := ctrl.SetupSignalHandler()
-	if _, err := webhook.Setup(ctx, mgr, whOpts); err != nil {
+	if err := webhook.IndexFragmentParents(ctx, mgr); err != nil {
+		return fmt.Errorf("indexing fragments: %w", err)
+	}
+	if _, err := webhook.Setup(mgr, o.webhook); err != nil {
 		return fmt.Errorf("setting up webhooks: %w", err)
+	}
+	if err := merger.Setup(mgr, o.merger); err != nil {
+		return fmt.Errorf("setting up the merger: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
@@ -59,11 +115,20 @@ func runManager(args []string) error {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
 
-	log.Info("Starting manager", "version", version)
+	ctrl.Log.WithName("setup").Info("Starting manager", "version", version, "identity", identity(), "leaderElection", o.leaderElect)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}
 	return nil
+}
+
+// identity names this replica: the pod's name in a cluster, else the host's.
+func identity() string {
+	if name := os.Getenv("POD_NAME"); name != "" {
+		return name
+	}
+	host, _ := os.Hostname()
+	return host
 }
 
 func envOr(name, def string) string {

@@ -101,7 +101,10 @@ func startReplica(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := webhook.Setup(ctx, mgr, webhook.Options{
+	if err := webhook.IndexFragmentParents(ctx, mgr); err != nil {
+		return 0, err
+	}
+	if _, err := webhook.Setup(mgr, webhook.Options{
 		ClaimsNamespace: claimsNamespace, ClaimGrace: claimGrace, CollectPeriod: time.Second,
 	}); err != nil {
 		return 0, err

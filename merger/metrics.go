@@ -1,0 +1,70 @@
+package merger
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Results of a write, as the *_applies_total metrics count them.
+const (
+	resultWritten   = "written"   // the object changed
+	resultNoop      = "noop"      // sent, and the API server found nothing to change
+	resultUnchanged = "unchanged" // not sent: nothing to change
+	resultError     = "error"
+)
+
+var (
+	foldsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gatefold_merger_folds_total",
+		Help: "Folds computed, one per reconcile of a Gateway",
+	})
+	gatewayApplies = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatefold_merger_gateway_applies_total",
+		Help: "Server-side applies of a Gateway's folded listeners, by result: written, noop, unchanged (not sent) or error",
+	}, []string{"result"})
+	statusApplies = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatefold_merger_status_applies_total",
+		Help: "Server-side applies of fragment statuses, by result: written, unchanged (not sent) or error",
+	}, []string{"result"})
+	grantWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatefold_merger_reference_grant_writes_total",
+		Help: "ReferenceGrants applied or deleted for fragments' certificate Secrets, by operation and result",
+	}, []string{"operation", "result"})
+	conflictsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatefold_merger_conflicts_total",
+		Help: "Fragment listeners that became not folded, by reason (HostnameConflict, ProtocolConflict, ListenerConflict, TooManyListeners)",
+	}, []string{"reason"})
+	listenersGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gatefold_merger_listeners",
+		Help: "Fragment listeners per Gateway (namespace/name) by state: folded, conflicted or too_many",
+	}, []string{"gateway", "state"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(foldsTotal, gatewayApplies, statusApplies, grantWrites, conflictsTotal, listenersGauge)
+}
+
+// recordListeners sets the per-state listener gauges of one Gateway, and
+// drops them when the Gateway is gone.
+func recordListeners(key types.NamespacedName, gw *gwv1.Gateway, res Result) {
+	if gw == nil {
+		listenersGauge.DeletePartialMatch(prometheus.Labels{"gateway": key.String()})
+		return
+	}
+	counts := map[string]float64{"folded": 0, "conflicted": 0, "too_many": 0}
+	for _, o := range res.Outcomes {
+		switch {
+		case o.Folded():
+			counts["folded"]++
+		case o.Reason == gwv1.ListenerEntryReasonTooManyListeners:
+			counts["too_many"]++
+		default:
+			counts["conflicted"]++
+		}
+	}
+	for state, n := range counts {
+		listenersGauge.WithLabelValues(key.String(), state).Set(n)
+	}
+}
