@@ -21,6 +21,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/test/fixture"
 	"github.com/gatefold/gatefold/webhook"
 )
 
@@ -35,20 +36,10 @@ func newNamespace(t *testing.T, labels map[string]string) string {
 	return ns.Name
 }
 
-// newGateway creates a Gateway that admits fragments from every namespace.
+// newGateway creates Gateway ns/shared and waits until every replica holds it.
 func newGateway(t *testing.T, ns string, from gwv1.FromNamespaces, listeners ...gwv1.Listener) *gwv1.Gateway {
 	t.Helper()
-	if len(listeners) == 0 {
-		listeners = []gwv1.Listener{{Name: "default", Port: 8080, Protocol: gwv1.HTTPProtocolType}}
-	}
-	gw := &gwv1.Gateway{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared"},
-		Spec: gwv1.GatewaySpec{
-			GatewayClassName: "example",
-			Listeners:        listeners,
-			AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(from)}},
-		},
-	}
+	gw := fixture.Gateway(ns, from, listeners...)
 	if err := env.Client.Create(context.Background(), gw); err != nil {
 		t.Fatalf("Creating Gateway: %v", err)
 	}
@@ -88,29 +79,11 @@ func waitReplicas(t *testing.T, what string, seen func(client.Reader) bool) {
 	}
 }
 
-func https(name, host string) gwv1.ListenerEntry {
-	return gwv1.ListenerEntry{
-		Name: gwv1.SectionName(name), Port: 443, Protocol: gwv1.HTTPSProtocolType,
-		Hostname: ptr.To(gwv1.Hostname(host)),
-		TLS:      &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert"}}},
-	}
-}
-
-// gatewayHTTPS is a Gateway's own HTTPS listener, as a human would add it.
-func gatewayHTTPS(name, host string) gwv1.Listener {
-	e := https(name, host)
-	return gwv1.Listener{Name: e.Name, Port: e.Port, Protocol: e.Protocol, Hostname: e.Hostname, TLS: e.TLS}
-}
-
-func newFragment(ns, name string, gw *gwv1.Gateway, listeners ...gwv1.ListenerEntry) *v1alpha1.ListenerFragment {
-	return &v1alpha1.ListenerFragment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.ListenerFragmentSpec{
-			ParentRef: gwv1.ParentGatewayReference{Name: gwv1.ObjectName(gw.Name), Namespace: ptr.To(gwv1.Namespace(gw.Namespace))},
-			Listeners: listeners,
-		},
-	}
-}
+var (
+	https        = fixture.HTTPS
+	gatewayHTTPS = fixture.GatewayHTTPS
+	newFragment  = fixture.Fragment
+)
 
 func mustCreate(t *testing.T, obj client.Object) {
 	t.Helper()

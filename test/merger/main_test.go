@@ -1,0 +1,70 @@
+// Package merger tests the merge controller on the real control plane: the
+// Gateway API CRDs validate every Gateway it writes. No webhook is installed,
+// so tests can store the conflicts that races, opted-out namespaces and later
+// Gateway edits let through, and the merger must resolve.
+package merger
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/gatefold/gatefold/api/scheme"
+	"github.com/gatefold/gatefold/merger"
+	"github.com/gatefold/gatefold/test/testenv"
+	"github.com/gatefold/gatefold/webhook"
+)
+
+var (
+	env *testenv.Env
+	// cache is the merger's informer cache.
+	cache client.Reader
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	env, err = testenv.Start(testenv.Options{})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "Starting the control plane: %v\n", err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "Creating the manager: %v\n", err)
+		return 1
+	}
+	if err := webhook.IndexFragmentParents(ctx, mgr); err != nil {
+		fmt.Fprintf(os.Stderr, "Indexing: %v\n", err)
+		return 1
+	}
+	if err := merger.Setup(mgr, merger.Options{ManageReferenceGrants: true, Workers: 4}); err != nil {
+		fmt.Fprintf(os.Stderr, "Setting up the merger: %v\n", err)
+		return 1
+	}
+	cache = mgr.GetCache()
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "Manager stopped: %v\n", err)
+		}
+	}()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		fmt.Fprintln(os.Stderr, "The cache did not sync")
+		return 1
+	}
+	return m.Run()
+}

@@ -1,0 +1,569 @@
+package merger
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/merger"
+	"github.com/gatefold/gatefold/test/fixture"
+)
+
+var ctx = context.Background()
+
+func newNamespace(t *testing.T, labels map[string]string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "merge-", Labels: labels}}
+	create(t, ns)
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, ns) })
+	return ns.Name
+}
+
+func get(t *testing.T, key client.ObjectKey, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Get(ctx, key, obj); err != nil {
+		t.Fatalf("Reading %T %s: %v", obj, key, err)
+	}
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatalf("Creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// eventually polls check until it returns nil, for 20s at most.
+func eventually(t *testing.T, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("After 20s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// listeners renders the Gateway's listeners as "name port/protocol hostname",
+// in the Gateway's order.
+func listeners(gw *gwv1.Gateway) []string {
+	var out []string
+	for _, l := range gw.Spec.Listeners {
+		out = append(out, strings.TrimSpace(fmt.Sprintf("%s %d/%s %s", l.Name, l.Port, l.Protocol, ptr.Deref(l.Hostname, ""))))
+	}
+	return out
+}
+
+func folded(lf *v1alpha1.ListenerFragment, listener string) string {
+	return string(v1alpha1.ListenerName(lf.Namespace, lf.Name, gwv1.SectionName(listener)))
+}
+
+// wantListeners waits until the Gateway has exactly want, in any order.
+func wantListeners(t *testing.T, gw *gwv1.Gateway, want ...string) *gwv1.Gateway {
+	t.Helper()
+	got := &gwv1.Gateway{}
+	slices.Sort(want)
+	eventually(t, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(gw), got); err != nil {
+			return err
+		}
+		have := listeners(got)
+		slices.Sort(have)
+		if diff := cmp.Diff(want, have); diff != "" {
+			return fmt.Errorf("Gateway %s listeners (-want +got):\n%s", gw.Name, diff)
+		}
+		return nil
+	})
+	return got
+}
+
+// wantAccepted waits until the fragment's Accepted condition has the status
+// and reason, for its current generation, and returns the fragment.
+func wantAccepted(t *testing.T, lf *v1alpha1.ListenerFragment, status metav1.ConditionStatus, reason string) *v1alpha1.ListenerFragment {
+	t.Helper()
+	got := &v1alpha1.ListenerFragment{}
+	eventually(t, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(lf), got); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, string(v1alpha1.FragmentConditionAccepted))
+		if c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != got.Generation {
+			return fmt.Errorf("fragment %s Accepted = %+v, want %s/%s at generation %d", lf.Name, c, status, reason, got.Generation)
+		}
+		return nil
+	})
+	return got
+}
+
+// updateSpec changes the fragment's spec as its route controller would,
+// retrying when the merger's status write came first.
+func updateSpec(t *testing.T, lf *v1alpha1.ListenerFragment, change func(*v1alpha1.ListenerFragmentSpec)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(lf), lf); err != nil {
+			return err
+		}
+		change(&lf.Spec)
+		return env.Client.Update(ctx, lf)
+	})
+	if err != nil {
+		t.Fatalf("Updating fragment %s: %v", lf.Name, err)
+	}
+}
+
+func listenerCondition(lf *v1alpha1.ListenerFragment, listener, condition string) *metav1.Condition {
+	for _, l := range lf.Status.Listeners {
+		if string(l.Name) == listener {
+			return meta.FindStatusCondition(l.Conditions, condition)
+		}
+	}
+	return nil
+}
+
+func tcp(name string, port gwv1.PortNumber) gwv1.ListenerEntry {
+	return gwv1.ListenerEntry{Name: gwv1.SectionName(name), Port: port, Protocol: gwv1.TCPProtocolType}
+}
+
+func TestFoldCreateUpdateDelete(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	create(t, gw)
+	lf := fixture.Fragment(shop, "checkout", gw, fixture.HTTPS("web", "checkout.example.com"))
+	create(t, lf)
+
+	got := wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS checkout.example.com")
+	l := got.Spec.Listeners[slices.IndexFunc(got.Spec.Listeners, func(l gwv1.Listener) bool { return string(l.Name) == folded(lf, "web") })]
+	if ns := l.TLS.CertificateRefs[0].Namespace; ns == nil || string(*ns) != shop {
+		t.Errorf("Folded certificateRef namespace = %v, want the fragment's %s", ns, shop)
+	}
+	if rn := l.AllowedRoutes.Namespaces; *rn.From != gwv1.NamespacesFromSelector || rn.Selector.MatchLabels["kubernetes.io/metadata.name"] != shop {
+		t.Errorf("Folded allowedRoutes.namespaces = %+v, want a selector of namespace %s", rn, shop)
+	}
+	st := wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+	want := &v1alpha1.GatewayListenerReference{Namespace: gwv1.Namespace(infra), Name: "shared", ListenerName: gwv1.SectionName(folded(lf, "web"))}
+	if diff := cmp.Diff(want, st.Status.Listeners[0].Gateway); diff != "" {
+		t.Errorf("Status listener gateway (-want +got):\n%s", diff)
+	}
+
+	updateSpec(t, lf, func(spec *v1alpha1.ListenerFragmentSpec) {
+		spec.Listeners[0].Hostname = ptr.To(gwv1.Hostname("pay.example.com"))
+	})
+	wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS pay.example.com")
+	wantAccepted(t, lf, metav1.ConditionTrue, "Accepted") // at the new generation
+
+	if err := env.Client.Delete(ctx, lf); err != nil {
+		t.Fatal(err)
+	}
+	wantListeners(t, gw, "default 8080/HTTP")
+}
+
+func TestConflictsAreReportedAndResolvedInPrecedence(t *testing.T) {
+	infra, a, b := newNamespace(t, nil), newNamespace(t, nil), newNamespace(t, nil)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll, gwv1.Listener{Name: "db", Port: 5432, Protocol: gwv1.TCPProtocolType})
+	create(t, gw)
+	first := fixture.Fragment(a, "first", gw, fixture.HTTPS("web", "app.example.com"))
+	create(t, first)
+	first = wantAccepted(t, first, metav1.ConditionTrue, "Accepted")
+	// creationTimestamp has whole seconds; within one, namespace/name decides.
+	time.Sleep(time.Until(first.CreationTimestamp.Add(time.Second)))
+	second := fixture.Fragment(b, "second", gw, fixture.HTTPS("web", "app.example.com"), fixture.HTTPS("other", "other.example.com"))
+	create(t, second)
+	proto := fixture.Fragment(b, "proto", gw, gwv1.ListenerEntry{Name: "web", Port: 5432, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("db.example.com"))})
+	create(t, proto)
+
+	wantListeners(t, gw, "db 5432/TCP", folded(first, "web")+" 443/HTTPS app.example.com", folded(second, "other")+" 443/HTTPS other.example.com")
+	st := wantAccepted(t, second, metav1.ConditionTrue, "Accepted")
+	c := listenerCondition(st, "web", "Conflicted")
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "HostnameConflict" {
+		t.Errorf("Listener web Conflicted = %+v, want True/HostnameConflict", c)
+	}
+	// The holder is in another namespace: the message must not name it.
+	if want := "by a ListenerFragment in another namespace"; c != nil && !strings.Contains(c.Message, want) {
+		t.Errorf("Conflict message %q does not contain %q", c.Message, want)
+	}
+	st = wantAccepted(t, proto, metav1.ConditionFalse, "ListenersNotValid")
+	if c := listenerCondition(st, "web", "Conflicted"); c == nil || c.Reason != "ProtocolConflict" || !strings.Contains(c.Message, `the Gateway's own listener "db"`) {
+		t.Errorf("Listener web Conflicted = %+v, want ProtocolConflict naming the Gateway's listener db", c)
+	}
+	wantEvent(t, second, "HostnameConflict")
+
+	// Nothing is lost: once the winner goes, the loser is folded.
+	if err := env.Client.Delete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	wantListeners(t, gw, "db 5432/TCP", folded(second, "web")+" 443/HTTPS app.example.com", folded(second, "other")+" 443/HTTPS other.example.com")
+}
+
+func wantEvent(t *testing.T, lf *v1alpha1.ListenerFragment, reason string) {
+	t.Helper()
+	eventually(t, func() error {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(lf.Namespace)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == lf.Name && e.Reason == reason {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event on fragment %s among %d events", reason, lf.Name, len(list.Items))
+	})
+}
+
+func TestAllowedListeners(t *testing.T) {
+	tests := map[string]struct {
+		from     gwv1.FromNamespaces
+		selector map[string]string
+		sameNS   bool
+		labels   map[string]string
+		want     string
+	}{
+		"None, the default, admits no namespace":        {from: gwv1.NamespacesFromNone, sameNS: true, want: "NotAllowed"},
+		"Same admits the Gateway's namespace":           {from: gwv1.NamespacesFromSame, sameNS: true, want: "Accepted"},
+		"Same does not admit another namespace":         {from: gwv1.NamespacesFromSame, want: "NotAllowed"},
+		"All admits another namespace":                  {from: gwv1.NamespacesFromAll, want: "Accepted"},
+		"Selector admits a namespace with the labels":   {from: gwv1.NamespacesFromSelector, selector: map[string]string{"team": "shop"}, labels: map[string]string{"team": "shop"}, want: "Accepted"},
+		"Selector does not admit one without the label": {from: gwv1.NamespacesFromSelector, selector: map[string]string{"team": "shop"}, want: "NotAllowed"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			infra := newNamespace(t, nil)
+			ns := infra
+			if !tc.sameNS {
+				ns = newNamespace(t, tc.labels)
+			}
+			gw := fixture.Gateway(infra, tc.from)
+			if tc.selector != nil {
+				gw.Spec.AllowedListeners.Namespaces.Selector = &metav1.LabelSelector{MatchLabels: tc.selector}
+			}
+			create(t, gw)
+			lf := fixture.Fragment(ns, "f", gw, fixture.HTTPS("web", "app.example.com"))
+			create(t, lf)
+			if tc.want == "Accepted" {
+				wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+				wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
+				return
+			}
+			st := wantAccepted(t, lf, metav1.ConditionFalse, "NotAllowed")
+			c := meta.FindStatusCondition(st.Status.Conditions, "Accepted")
+			if !strings.Contains(c.Message, "does not allow listeners from namespace "+ns) {
+				t.Errorf("NotAllowed message %q does not say which namespace", c.Message)
+			}
+			wantListeners(t, gw, "default 8080/HTTP")
+		})
+	}
+}
+
+func TestRelabelledNamespaceIsAdmitted(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromSelector)
+	gw.Spec.AllowedListeners.Namespaces.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}
+	create(t, gw)
+	lf := fixture.Fragment(shop, "f", gw, fixture.HTTPS("web", "app.example.com"))
+	create(t, lf)
+	wantAccepted(t, lf, metav1.ConditionFalse, "NotAllowed")
+
+	ns := &corev1.Namespace{}
+	get(t, client.ObjectKey{Name: shop}, ns)
+	ns.Labels["team"] = "shop"
+	if err := env.Client.Update(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+	wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
+}
+
+func TestHumanListenerSurvivesEveryFold(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	create(t, gw)
+	one := fixture.Fragment(shop, "one", gw, fixture.HTTPS("web", "one.example.com"))
+	create(t, one)
+	wantListeners(t, gw, "default 8080/HTTP", folded(one, "web")+" 443/HTTPS one.example.com")
+
+	// A human adds a listener with their own field manager, as kubectl edit does.
+	current := &gwv1.Gateway{}
+	get(t, client.ObjectKeyFromObject(gw), current)
+	current.Spec.Listeners = append(current.Spec.Listeners, fixture.GatewayHTTPS("human", "human.example.com"))
+	if err := env.Client.Update(ctx, current, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	two := fixture.Fragment(shop, "two", gw, fixture.HTTPS("web", "two.example.com"))
+	create(t, two)
+	wantListeners(t, gw, "default 8080/HTTP", "human 443/HTTPS human.example.com",
+		folded(one, "web")+" 443/HTTPS one.example.com", folded(two, "web")+" 443/HTTPS two.example.com")
+	if err := env.Client.Delete(ctx, one); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, two); err != nil {
+		t.Fatal(err)
+	}
+	got := wantListeners(t, gw, "default 8080/HTTP", "human 443/HTTPS human.example.com")
+	if diff := cmp.Diff(current.Spec.Listeners[len(current.Spec.Listeners)-1], got.Spec.Listeners[slices.IndexFunc(got.Spec.Listeners, func(l gwv1.Listener) bool { return l.Name == "human" })]); diff != "" {
+		t.Errorf("The human's listener changed (-before +after):\n%s", diff)
+	}
+}
+
+func TestTooManyListeners(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	var own []gwv1.Listener
+	for i := range 61 {
+		own = append(own, gwv1.Listener{Name: gwv1.SectionName(fmt.Sprintf("tcp-%d", i)), Port: gwv1.PortNumber(10000 + i), Protocol: gwv1.TCPProtocolType})
+	}
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll, own...)
+	create(t, gw)
+	fits := fixture.Fragment(shop, "fits", gw, tcp("a", 20000), tcp("b", 20001))
+	create(t, fits)
+	wantAccepted(t, fits, metav1.ConditionTrue, "Accepted")
+	overflow := fixture.Fragment(shop, "overflow", gw, tcp("a", 20002), tcp("b", 20003))
+	create(t, overflow)
+	st := wantAccepted(t, overflow, metav1.ConditionFalse, "TooManyListeners")
+	if c := listenerCondition(st, "b", "Accepted"); c == nil || c.Reason != "TooManyListeners" || !strings.Contains(c.Message, "63 of its 64 listeners taken") {
+		t.Errorf("Listener b Accepted = %+v, want TooManyListeners saying 63 of 64 are taken", c)
+	}
+	got := &gwv1.Gateway{}
+	get(t, client.ObjectKeyFromObject(gw), got)
+	if len(got.Spec.Listeners) != 63 {
+		t.Errorf("Gateway has %d listeners, want 63", len(got.Spec.Listeners))
+	}
+}
+
+// acceptedFragment creates a Gateway and a fragment in its namespace, and
+// waits until the fragment is accepted.
+func acceptedFragment(t *testing.T) (*gwv1.Gateway, *v1alpha1.ListenerFragment) {
+	t.Helper()
+	infra := newNamespace(t, nil)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromSame)
+	create(t, gw)
+	lf := fixture.Fragment(infra, "f", gw, fixture.HTTPS("web", "app.example.com"))
+	create(t, lf)
+	wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+	return gw, lf
+}
+
+func TestGatewayDeletionMarksFragmentsNotAccepted(t *testing.T) {
+	gw, lf := acceptedFragment(t)
+	infra := gw.Namespace
+	if err := env.Client.Delete(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	st := wantAccepted(t, lf, metav1.ConditionFalse, "ParentNotAccepted")
+	if len(st.Status.Listeners) != 0 {
+		t.Errorf("A fragment of a deleted Gateway still reports %d listeners", len(st.Status.Listeners))
+	}
+	// Created again, the Gateway gets the listener back.
+	create(t, fixture.Gateway(infra, gwv1.NamespacesFromSame))
+	wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
+}
+
+func TestStatusMirrorsTheGatewayImplementation(t *testing.T) {
+	gw, lf := acceptedFragment(t)
+	got := wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
+
+	// The Gateway implementation reports the folded listener.
+	now := metav1.Now()
+	got.Status.Listeners = []gwv1.ListenerStatus{{
+		Name: gwv1.SectionName(folded(lf, "web")), AttachedRoutes: 3, SupportedKinds: []gwv1.RouteGroupKind{{Kind: "HTTPRoute"}},
+		Conditions: []metav1.Condition{
+			{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", LastTransitionTime: now, ObservedGeneration: got.Generation},
+			{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", LastTransitionTime: now, ObservedGeneration: got.Generation},
+			{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs", LastTransitionTime: now, ObservedGeneration: got.Generation},
+		},
+	}}
+	if err := env.Client.Status().Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() error {
+		st := &v1alpha1.ListenerFragment{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(lf), st); err != nil {
+			return err
+		}
+		p := meta.FindStatusCondition(st.Status.Conditions, "Programmed")
+		if p == nil || p.Status != metav1.ConditionTrue || len(st.Status.Listeners) != 1 || st.Status.Listeners[0].AttachedRoutes != 3 ||
+			listenerCondition(st, "web", "ResolvedRefs") == nil {
+			return fmt.Errorf("fragment status does not mirror the Gateway's: %+v", st.Status)
+		}
+		return nil
+	})
+}
+
+func TestReferenceGrantLifecycle(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	create(t, gw)
+	e := fixture.HTTPS("web", "app.example.com")
+	e.TLS.CertificateRefs = []gwv1.SecretObjectReference{{Name: "app-cert"}, {Name: "app-cert-ecdsa"}}
+	lf := fixture.Fragment(shop, "app", gw, e, fixture.HTTPS("api", "api.example.com"))
+	create(t, lf)
+	lf = wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+
+	key := client.ObjectKey{Namespace: shop, Name: merger.GrantName(lf)}
+	wantGrant := func(secrets ...string) {
+		t.Helper()
+		eventually(t, func() error {
+			g := &gwv1.ReferenceGrant{}
+			if err := env.Client.Get(ctx, key, g); err != nil {
+				return err
+			}
+			if ref := metav1.GetControllerOf(g); ref == nil || ref.UID != lf.UID {
+				return fmt.Errorf("grant is not controlled by the fragment: %+v", g.OwnerReferences)
+			}
+			from := []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: "Gateway", Namespace: gwv1.Namespace(infra)}}
+			var to []gwv1.ReferenceGrantTo
+			for _, s := range secrets {
+				to = append(to, gwv1.ReferenceGrantTo{Group: "", Kind: "Secret", Name: ptr.To(gwv1.ObjectName(s))})
+			}
+			return diffErr(gwv1.ReferenceGrantSpec{From: from, To: to}, g.Spec)
+		})
+	}
+	wantGrant("app-cert", "app-cert-ecdsa", "cert")
+
+	// Someone deletes it: it comes back.
+	if err := env.Client.Delete(ctx, &gwv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: key.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	wantGrant("app-cert", "app-cert-ecdsa", "cert")
+
+	// The fragment drops a listener: the grant narrows to what is still used.
+	updateSpec(t, lf, func(spec *v1alpha1.ListenerFragmentSpec) { spec.Listeners = spec.Listeners[:1] })
+	wantGrant("app-cert", "app-cert-ecdsa")
+
+	// No TLS left: the grant goes.
+	updateSpec(t, lf, func(spec *v1alpha1.ListenerFragmentSpec) {
+		spec.Listeners = []gwv1.ListenerEntry{{Name: "web", Port: 80, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("app.example.com"))}}
+	})
+	eventually(t, func() error {
+		if err := env.Client.Get(ctx, key, &gwv1.ReferenceGrant{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("unused grant still exists (%v)", err)
+		}
+		return nil
+	})
+}
+
+func TestNoReferenceGrantInTheGatewaysNamespace(t *testing.T) {
+	gw, _ := acceptedFragment(t)
+	list := &gwv1.ReferenceGrantList{}
+	if err := env.Client.List(ctx, list, client.InNamespace(gw.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 0 {
+		t.Errorf("A fragment in the Gateway's own namespace got %d ReferenceGrants", len(list.Items))
+	}
+}
+
+func diffErr(want, got any) error {
+	if diff := cmp.Diff(want, got); diff != "" {
+		return fmt.Errorf("(-want +got):\n%s", diff)
+	}
+	return nil
+}
+
+// counter reads a gatefold counter from the manager's metrics registry.
+func counter(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+					continue metric
+				}
+			}
+			total += m.GetCounter().GetValue()
+		}
+	}
+	return total
+}
+
+func TestSteadyStateMakesNoWrites(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, map[string]string{"team": "shop"})
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	create(t, gw)
+	var fragments []*v1alpha1.ListenerFragment
+	for i := range 3 {
+		lf := fixture.Fragment(shop, fmt.Sprintf("f%d", i), gw, fixture.HTTPS("web", fmt.Sprintf("f%d.example.com", i)))
+		create(t, lf)
+		fragments = append(fragments, lf)
+	}
+	for _, lf := range fragments {
+		wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+	}
+	time.Sleep(time.Second) // let the last events settle
+	versions := func() []string {
+		var out []string
+		for _, lf := range fragments {
+			got := &v1alpha1.ListenerFragment{}
+			get(t, client.ObjectKeyFromObject(lf), got)
+			out = append(out, got.ResourceVersion)
+		}
+		return out
+	}
+	before := versions()
+	written := func() float64 {
+		return counter(t, "gatefold_merger_gateway_applies_total", map[string]string{"result": "written"}) +
+			counter(t, "gatefold_merger_gateway_applies_total", map[string]string{"result": "noop"}) +
+			counter(t, "gatefold_merger_status_applies_total", map[string]string{"result": "written"})
+	}
+	writes, skipped := written(), counter(t, "gatefold_merger_gateway_applies_total", map[string]string{"result": "unchanged"})
+
+	// Events that make the merger fold again without changing anything.
+	current := &gwv1.Gateway{}
+	get(t, client.ObjectKeyFromObject(gw), current)
+	current.Annotations = map[string]string{"example.com/touched": "yes"}
+	if err := env.Client.Update(ctx, current); err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{}
+	get(t, client.ObjectKey{Name: shop}, ns)
+	ns.Labels["touched"] = "yes"
+	if err := env.Client.Update(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() error {
+		if n := counter(t, "gatefold_merger_gateway_applies_total", map[string]string{"result": "unchanged"}); n < skipped+2 {
+			return fmt.Errorf("the merger folded %v times since, want 2", n-skipped)
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond)
+	if n := written(); n != writes {
+		t.Errorf("The merger made %v writes in a steady state", n-writes)
+	}
+	if diff := cmp.Diff(before, versions()); diff != "" {
+		t.Errorf("Fragments were written in a steady state (-before +after):\n%s", diff)
+	}
+	got := &gwv1.Gateway{}
+	get(t, client.ObjectKeyFromObject(gw), got)
+	if got.ResourceVersion != current.ResourceVersion {
+		t.Errorf("The Gateway was written in a steady state: resourceVersion %s, after our touch %s", got.ResourceVersion, current.ResourceVersion)
+	}
+}
