@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -95,6 +96,18 @@ func TestDevServesCRDsAndStopsCleanly(t *testing.T) {
 	}
 	if !strings.Contains(banner, "export KUBECONFIG="+kubeconfig) {
 		t.Errorf("Banner does not tell how to use the kubeconfig:\n%s", banner)
+	}
+	// The samples are applied and folded: two fragments land, one conflicts
+	// with the Gateway's own listener.
+	for _, want := range []string{
+		`(?m)^  shop-checkout-https-3vawcgqvt6og6c36 +443 +HTTPS +checkout\.example\.com +ListenerFragment shop/checkout$`,
+		`(?m)^  legacy +443 +HTTPS +legacy\.example\.com +the Gateway$`,
+		`(?m)^  shop/catalog +http +True +Accepted +Folded into Gateway infra/shared`,
+		`(?m)^  shop/legacy +https +False +HostnameConflict +Port 443 \(HTTP/HTTPS/TLS\) with hostname legacy\.example\.com is already taken on Gateway infra/shared by the Gateway's own listener "legacy"`,
+	} {
+		if !regexp.MustCompile(want).MatchString(banner) {
+			t.Errorf("gatefold dev output does not match %s:\n%s", want, banner)
+		}
 	}
 
 	children := childPIDs(t, cmd.Process.Pid)

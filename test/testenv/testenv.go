@@ -50,7 +50,28 @@ type Options struct {
 	// config/webhook, pointed at a local server that the caller starts on
 	// Env.WebhookPort() with the certificate in Env.WebhookCertDir().
 	Webhooks bool
+	// AuditLog makes the API server log, at Metadata level (which carries
+	// the user agent), every write to Gateways, ReferenceGrants,
+	// ListenerFragments and Leases into this file, one JSON event a line.
+	AuditLog string
 }
+
+// auditPolicy records who wrote what gatefold writes, and nothing else.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete]
+  resources:
+  - group: gateway.networking.k8s.io
+    resources: [gateways, referencegrants]
+  - group: gatefold.dev
+    resources: [listenerfragments, listenerfragments/status]
+  - group: coordination.k8s.io
+    resources: [leases]
+- level: None
+`
 
 // Env is a running control plane.
 type Env struct {
@@ -93,6 +114,15 @@ func Start(opts Options) (*Env, error) {
 			Paths:              []string{gwDir, crdDir},
 			ErrorIfPathMissing: true,
 		},
+	}
+	if opts.AuditLog != "" {
+		policy := filepath.Join(filepath.Dir(opts.AuditLog), "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+			return nil, fmt.Errorf("writing the audit policy: %w", err)
+		}
+		env.ControlPlane.GetAPIServer().Configure().
+			Set("audit-policy-file", policy).
+			Set("audit-log-path", opts.AuditLog)
 	}
 	cfg, err := env.Start()
 	if err != nil {

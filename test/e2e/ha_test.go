@@ -1,0 +1,328 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/test/fixture"
+	"github.com/gatefold/gatefold/test/testenv"
+)
+
+const (
+	haReplicas  = 3
+	haFragments = 60
+	haWriters   = 6
+	haNamespace = "gatefold-system"
+)
+
+// replica is one `gatefold manager` process.
+type replica struct {
+	name string
+	cmd  *exec.Cmd
+	log  string // its stderr, where leader election is logged
+}
+
+// ledSince returns when the replica logged that it took the lease, or the
+// zero time.
+func (r *replica) ledSince(t *testing.T) time.Time {
+	b, err := os.ReadFile(r.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		var entry struct {
+			TS   time.Time `json:"ts"`
+			Msg  string    `json:"msg"`
+			Lock string    `json:"lock"`
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "Successfully acquired lease" && entry.Lock == haNamespace+"/gatefold-leader" {
+			return entry.TS
+		}
+	}
+	return time.Time{}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestLeaderFailoverLosesNothing runs three replicas against one API server,
+// kills the leader with SIGKILL in the middle of a burst of fragment creates
+// and deletes, and checks the Gateway a new leader converges to and, from the
+// API server's audit log, that only leaders wrote.
+func TestLeaderFailoverLosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	audit := filepath.Join(dir, "audit.log")
+	env, err := testenv.Start(testenv.Options{AuditLog: audit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx := context.Background()
+	kc, err := env.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{haNamespace, "infra", "team-a", "team-b"} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gw := fixture.Gateway("infra", gwv1.NamespacesFromAll)
+	if err := env.Client.Create(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+
+	bin := buildGatefold(t)
+	replicas := make([]*replica, haReplicas)
+	for i := range replicas {
+		r := &replica{name: fmt.Sprintf("replica-%d", i), log: filepath.Join(dir, fmt.Sprintf("replica-%d.log", i))}
+		logFile, err := os.Create(r.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.cmd = exec.Command(bin, "manager", "--kubeconfig", kubeconfig,
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+			"--webhook-port", fmt.Sprint(freePort(t)), "--webhook-cert-dir", env.WebhookCertDir(),
+			"--leader-election-namespace", haNamespace, "--claims-namespace", haNamespace,
+			"--zap-time-encoding", "rfc3339nano", "--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms")
+		r.cmd.Env = append(os.Environ(), "POD_NAME="+r.name)
+		r.cmd.Stdout, r.cmd.Stderr = logFile, logFile
+		if err := r.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.cmd.Process.Kill(); _ = r.cmd.Wait(); logFile.Close() })
+		replicas[i] = r
+	}
+	first := waitLeader(t, replicas)
+	t.Logf("First leader: %s", first.name)
+
+	// The burst: writers create fragments; every third one is deleted again.
+	// The leader is killed once a third of them exist and it has folded some.
+	var mu sync.Mutex
+	want := []string{"default 8080/HTTP"}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	var killedAt time.Time
+	for range haWriters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				ns := []string{"team-a", "team-b"}[i%2]
+				lf := fixture.Fragment(ns, fmt.Sprintf("route-%d", i), gw, fixture.HTTPS("web", fmt.Sprintf("route-%d.example.com", i)))
+				if err := env.Client.Create(ctx, lf); err != nil {
+					t.Errorf("Creating %s: %v", lf.Name, err)
+					continue
+				}
+				if i%3 == 0 {
+					if err := env.Client.Delete(ctx, lf); err != nil {
+						t.Errorf("Deleting %s: %v", lf.Name, err)
+					}
+					continue
+				}
+				mu.Lock()
+				want = append(want, fmt.Sprintf("%s 443/HTTPS route-%d.example.com", v1alpha1.ListenerName(ns, lf.Name, "web"), i))
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range haFragments {
+		if i == haFragments/3 {
+			waitFolded(t, env.Client, gw) // so that the leader dies mid-work, not before it
+			if err := first.cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			killedAt = time.Now()
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+
+	var rest []*replica
+	for _, r := range replicas {
+		if r != first {
+			rest = append(rest, r)
+		}
+	}
+	second := waitLeader(t, rest)
+	t.Logf("New leader: %s, %v after the kill", second.name, time.Since(killedAt).Round(time.Millisecond))
+
+	slices.Sort(want)
+	var got []string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		current := &gwv1.Gateway{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(gw), current); err != nil {
+			t.Fatal(err)
+		}
+		got = got[:0]
+		for _, l := range current.Spec.Listeners {
+			got = append(got, strings.TrimSpace(fmt.Sprintf("%s %d/%s %s", l.Name, l.Port, l.Protocol, deref(l.Hostname))))
+		}
+		slices.Sort(got)
+		if slices.Equal(want, got) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("The Gateway did not converge within 60s (-want +got):\n%s", cmp.Diff(want, got))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("Converged to %d listeners %v after the kill", len(got), time.Since(killedAt).Round(time.Millisecond))
+
+	waitAllAccepted(t, env.Client, haFragments-haFragments/3)
+	checkOnlyLeadersWrote(t, audit, first, second, rest)
+}
+
+// waitFolded waits until the Gateway has a listener besides its own.
+func waitFolded(t *testing.T, c client.Client, gw *gwv1.Gateway) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		current := &gwv1.Gateway{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(gw), current); err != nil {
+			t.Fatal(err)
+		}
+		if len(current.Spec.Listeners) > 1 {
+			return
+		}
+	}
+	t.Fatal("The first leader folded nothing within 30s")
+}
+
+// waitAllAccepted waits until n fragments report Accepted=True.
+func waitAllAccepted(t *testing.T, c client.Client, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		list := &v1alpha1.ListenerFragmentList{}
+		if err := c.List(context.Background(), list); err != nil {
+			t.Fatal(err)
+		}
+		accepted := 0
+		for _, lf := range list.Items {
+			if meta.IsStatusConditionTrue(lf.Status.Conditions, string(v1alpha1.FragmentConditionAccepted)) {
+				accepted++
+			}
+		}
+		if accepted == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d fragments are accepted after 60s", accepted, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func deref(h *gwv1.Hostname) string {
+	if h == nil {
+		return ""
+	}
+	return string(*h)
+}
+
+// waitLeader waits until one of the replicas logs that it leads.
+func waitLeader(t *testing.T, replicas []*replica) *replica {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, r := range replicas {
+			if !r.ledSince(t).IsZero() {
+				return r
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("No replica became leader within 30s")
+	return nil
+}
+
+// auditEvent is the part of an audit.k8s.io/v1 Event the test reads.
+type auditEvent struct {
+	Verb      string `json:"verb"`
+	UserAgent string `json:"userAgent"`
+	ObjectRef struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	StageTimestamp time.Time `json:"stageTimestamp"`
+}
+
+// checkOnlyLeadersWrote reads the audit log: every merger write (Gateways,
+// fragment statuses, ReferenceGrants) came from the first leader, or from the
+// second after it took the lease; the replica that never led wrote nothing.
+func checkOnlyLeadersWrote(t *testing.T, audit string, first, second *replica, rest []*replica) {
+	t.Helper()
+	f, err := os.Open(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	writes := map[string]int{}
+	secondLeads := second.ledSince(t)
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("Reading the audit log: %v", err)
+		}
+		agent := e.UserAgent
+		if !strings.HasPrefix(agent, "gatefold/") {
+			continue
+		}
+		from := agent[strings.Index(agent, "(")+1 : strings.Index(agent, ")")]
+		if e.ObjectRef.Resource == "leases" || e.ResponseStatus.Code >= 300 {
+			continue
+		}
+		writes[from]++
+		if from == second.name && e.StageTimestamp.Before(secondLeads) {
+			t.Errorf("%s wrote %s %s/%s before it took the lease", from, e.ObjectRef.Resource, e.ObjectRef.Namespace, e.ObjectRef.Name)
+		}
+	}
+	t.Logf("Writes by replica: %v", writes)
+	for _, r := range rest {
+		if r != second && writes[r.name] != 0 {
+			t.Errorf("%s never led but made %d writes", r.name, writes[r.name])
+		}
+	}
+	if writes[first.name] == 0 || writes[second.name] == 0 {
+		t.Errorf("Both leaders should have written: %v", writes)
+	}
+}
