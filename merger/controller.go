@@ -175,6 +175,8 @@ func (r *Reconciler) applyListeners(ctx context.Context, gw *gwv1.Gateway, manag
 	applied := gwapply.Gateway(gw.Name, gw.Namespace).WithSpec(spec)
 	if err := r.Client.Apply(ctx, applied, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		gatewayApplies.WithLabelValues(resultError).Inc()
+		// The Gateway's owner sees why its fragments' listeners are not landing.
+		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "ApplyFailed", "Fold", "Applying %d gatefold listeners failed: %v", len(desired), err)
 		return fmt.Errorf("applying %d listeners to Gateway %s: %w", len(desired), klog.KObj(gw), err)
 	}
 	result := resultWritten

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,9 +37,10 @@ const (
 
 // replica is one `gatefold manager` process.
 type replica struct {
-	name string
-	cmd  *exec.Cmd
-	log  string // its stderr, where leader election is logged
+	name   string
+	cmd    *exec.Cmd
+	log    string     // its stderr, where leader election is logged
+	exited chan error // receives the process's exit
 }
 
 // ledSince returns when the replica logged that it took the lease, or the
@@ -120,7 +122,9 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 		if err := r.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = r.cmd.Process.Kill(); _ = r.cmd.Wait(); logFile.Close() })
+		r.exited = make(chan error, 1)
+		go func() { r.exited <- r.cmd.Wait() }()
+		t.Cleanup(func() { _ = r.cmd.Process.Kill(); <-r.exited; logFile.Close() })
 		replicas[i] = r
 	}
 	first := waitLeader(t, replicas)
@@ -203,6 +207,33 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 
 	waitAllAccepted(t, env.Client, haFragments-haFragments/3)
 	checkOnlyLeadersWrote(t, audit, first, second, rest)
+
+	// The new leader freezes past its lease: the last replica takes over,
+	// and the frozen one, once thawed, finds it lost the lease and exits.
+	if err := second.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	third := waitLeader(t, slices.DeleteFunc(rest, func(r *replica) bool { return r == second }))
+	if err := second.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-second.exited:
+		second.exited <- err // for the cleanup
+		if err == nil {
+			t.Errorf("%s exited with status 0 after losing the lease, want a failure", second.name)
+		}
+		if b, _ := os.ReadFile(second.log); !strings.Contains(string(b), "gatefold: running manager: leader election lost") {
+			t.Errorf("%s did not say why it exited:\n%s", second.name, b[max(0, len(b)-2000):])
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s still runs 30s after it lost the lease to %s", second.name, third.name)
+	}
+	lf := fixture.Fragment("team-a", "after-failover", gw, fixture.HTTPS("web", "after.example.com"))
+	if err := env.Client.Create(ctx, lf); err != nil {
+		t.Fatal(err)
+	}
+	waitAllAccepted(t, env.Client, haFragments-haFragments/3+1)
 }
 
 // waitFolded waits until the Gateway has a listener besides its own.

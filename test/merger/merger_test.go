@@ -567,3 +567,32 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 		t.Errorf("The Gateway was written in a steady state: resourceVersion %s, after our touch %s", got.ResourceVersion, current.ResourceVersion)
 	}
 }
+
+func TestLastListenerIsKeptAndReported(t *testing.T) {
+	gw, lf := acceptedFragment(t)
+	// The Gateway's owner removes its own listener: only gatefold's is left.
+	current := &gwv1.Gateway{}
+	get(t, client.ObjectKeyFromObject(gw), current)
+	current.Spec.Listeners = slices.DeleteFunc(current.Spec.Listeners, func(l gwv1.Listener) bool { return l.Name == "default" })
+	if err := env.Client.Update(ctx, current); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, lf); err != nil {
+		t.Fatal(err)
+	}
+	// A Gateway needs a listener: the API server refuses the fold, which the
+	// Gateway's owner sees as an event.
+	eventually(t, func() error {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(gw.Namespace)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "Gateway" && e.Reason == "ApplyFailed" && strings.Contains(e.Note, "spec.listeners") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no ApplyFailed event on Gateway %s", gw.Name)
+	})
+	wantListeners(t, gw, folded(lf, "web")+" 443/HTTPS app.example.com")
+}
