@@ -70,8 +70,13 @@ docker-build: ## Build the container image (needs a Docker engine)
 ##@ Generate and check
 
 .PHONY: generate
-generate: ## Generate the deepcopy code
+# The API's apply configurations build on gateway-api's for the types it embeds.
+GW_AC := sigs.k8s.io/gateway-api/applyconfiguration/apis/v1
+AC_EXTERNAL := {sigs.k8s.io/gateway-api/apis/v1.ParentGatewayReference@$(GW_AC),sigs.k8s.io/gateway-api/apis/v1.ListenerEntry@$(GW_AC)}
+
+generate: ## Generate the deepcopy code and the apply configurations
 	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONTROLLER_GEN) 'applyconfiguration:externalApplyConfigurations=$(AC_EXTERNAL)' paths=./api/v1alpha1
 
 .PHONY: manifests
 manifests: ## Generate the CRDs, RBAC and webhook configurations from markers
@@ -80,7 +85,7 @@ manifests: ## Generate the CRDs, RBAC and webhook configurations from markers
 		output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
 
-GENERATED_SUM = find api config -type f \( -name 'zz_generated.*' -o -path 'config/crd/bases/*' \
+GENERATED_SUM = find api config -type f \( -name 'zz_generated.*' -o -path 'api/*/applyconfiguration/*' -o -path 'config/crd/bases/*' \
 	-o -path config/rbac/role.yaml -o -path config/webhook/manifests.yaml \) | sort | xargs sha256sum
 
 .PHONY: verify-generated

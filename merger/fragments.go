@@ -3,19 +3,19 @@ package merger
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	lfapply "github.com/gatefold/gatefold/api/v1alpha1/applyconfiguration/api/v1alpha1"
 )
 
 // applyStatus server-side applies a fragment's status when it differs from
@@ -27,17 +27,12 @@ func (r *Reconciler) applyStatus(ctx context.Context, lf *v1alpha1.ListenerFragm
 		statusApplies.WithLabelValues(resultUnchanged).Inc()
 		return nil
 	}
-	status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&desired)
-	if err != nil {
+	status := &lfapply.ListenerFragmentStatusApplyConfiguration{}
+	if err := convert(desired, status); err != nil {
 		return fmt.Errorf("encoding status of ListenerFragment %s: %w", klog.KObj(lf), err)
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.GroupVersion.String(),
-		"kind":       "ListenerFragment",
-		"metadata":   map[string]any{"name": lf.Name, "namespace": lf.Namespace},
-		"status":     status,
-	}}
-	if err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	applied := lfapply.ListenerFragment(lf.Name, lf.Namespace).WithStatus(status)
+	if err := r.Client.Status().Apply(ctx, applied, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // deleted since the cache saw it
 		}
@@ -78,8 +73,10 @@ func listenerStatus(st v1alpha1.ListenerFragmentStatus, name gwv1.SectionName) v
 	return v1alpha1.ListenerStatus{}
 }
 
-// recordEvents tells the fragment's owner what changed: a listener folded or
-// not folded, or the fragment not accepted at all.
+// recordEvents tells the fragment's owner what changed: listeners folded or
+// not folded, or the fragment not accepted at all. The events API merges
+// events of one object and reason into a series that keeps the first note,
+// so there is one event per reason, naming every listener it concerns.
 func (r *Reconciler) recordEvents(lf *v1alpha1.ListenerFragment, old, updated v1alpha1.ListenerFragmentStatus) {
 	accepted := meta.FindStatusCondition(updated.Conditions, string(v1alpha1.FragmentConditionAccepted))
 	if len(updated.Listeners) == 0 && accepted != nil && accepted.Status == metav1.ConditionFalse {
@@ -88,17 +85,40 @@ func (r *Reconciler) recordEvents(lf *v1alpha1.ListenerFragment, old, updated v1
 		}
 		return
 	}
+	var reasons []string
+	notes := map[string][]string{}
 	for _, l := range updated.Listeners {
 		now := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerEntryConditionAccepted))
 		prev := meta.FindStatusCondition(listenerStatus(old, l.Name).Conditions, now.Type)
 		if prev != nil && prev.Status == now.Status && prev.Reason == now.Reason {
 			continue
 		}
+		reason := now.Reason
 		if now.Status == metav1.ConditionTrue {
-			r.Recorder.Eventf(lf, nil, corev1.EventTypeNormal, "Folded", "Fold", "Listener %q: %s", l.Name, now.Message)
-			continue
+			reason = "Folded"
+		} else {
+			conflictsTotal.WithLabelValues(now.Reason).Inc()
 		}
-		conflictsTotal.WithLabelValues(now.Reason).Inc()
-		r.Recorder.Eventf(lf, nil, corev1.EventTypeWarning, now.Reason, "Fold", "Listener %q: %s", l.Name, now.Message)
+		if notes[reason] == nil {
+			reasons = append(reasons, reason)
+		}
+		notes[reason] = append(notes[reason], fmt.Sprintf("Listener %q: %s", l.Name, now.Message))
 	}
+	for _, reason := range reasons {
+		kind := corev1.EventTypeWarning
+		if reason == "Folded" {
+			kind = corev1.EventTypeNormal
+		}
+		r.Recorder.Eventf(lf, nil, kind, reason, "Fold", "%s", truncate(strings.Join(notes[reason], "; "), maxNote))
+	}
+}
+
+// maxNote is the longest note an events.k8s.io Event may carry.
+const maxNote = 1024
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-len("...")] + "..."
 }

@@ -4,6 +4,7 @@
 // route controllers can import it with nothing but apimachinery behind it.
 //
 // +kubebuilder:object:generate=true
+// +kubebuilder:ac:generate=true
 // +groupName=gatefold.dev
 package v1alpha1
 
@@ -16,6 +17,9 @@ import (
 var (
 	// GroupVersion is the group and version of this API.
 	GroupVersion = schema.GroupVersion{Group: "gatefold.dev", Version: "v1alpha1"}
+
+	// SchemeGroupVersion is GroupVersion under the name generated code uses.
+	SchemeGroupVersion = GroupVersion
 
 	// SchemeBuilder registers this API's types with a runtime.Scheme.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)

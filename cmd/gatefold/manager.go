@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -84,7 +86,10 @@ func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error
 	// The audit log then tells which replica made a write.
 	cfg.UserAgent = fmt.Sprintf("gatefold/%s (%s)", version, identity())
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme.New(),
+		Scheme: scheme.New(),
+		// After a write, the next fold reads what it wrote, not a stale cache
+		// that would make it write the same thing again.
+		Client:                        client.Options{Cache: &client.CacheOptions{EnableReadYourWritesConsistency: ptr.To(true)}},
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
 		WebhookServer:                 ctrlwebhook.NewServer(ctrlwebhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.certDir}),

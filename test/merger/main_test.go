@@ -10,6 +10,7 @@ import (
 	"os"
 	"testing"
 
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -43,7 +44,11 @@ func run(m *testing.M) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  scheme.New(),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Client:  client.Options{Cache: &client.CacheOptions{EnableReadYourWritesConsistency: ptr.To(true)}},
+	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "Creating the manager: %v\n", err)
 		return 1
