@@ -121,7 +121,7 @@ func managedListeners(gw *gwv1.Gateway) sets.Set[gwv1.SectionName] {
 				Listeners map[string]json.RawMessage `json:"f:listeners"`
 			} `json:"f:spec"`
 		}
-		if err := json.Unmarshal(mf.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields); err != nil {
 			continue
 		}
 		for k := range fields.Spec.Listeners {
