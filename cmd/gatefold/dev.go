@@ -23,7 +23,9 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/certs"
 	"github.com/gatefold/gatefold/test/testenv"
+	"github.com/gatefold/gatefold/webhook"
 )
 
 const devNamespace = "gatefold-system"
@@ -116,7 +118,8 @@ func startDevManager(ctx context.Context, env *testenv.Env) (<-chan error, error
 		probeAddr:   "0",
 		webhookHost: env.WebhookHost(),
 		webhookPort: env.WebhookPort(),
-		certDir:     env.WebhookCertDir(),
+		certDir:     env.WebhookCertDir(), // envtest's, which the API server trusts
+		certs:       certOptions{mode: certs.ModeCertManager},
 	}
 	o.webhook.ClaimsNamespace = devNamespace
 	o.webhook.ClaimGrace, o.webhook.CollectPeriod = 30*time.Second, 15*time.Second
@@ -159,20 +162,20 @@ func applySamples(ctx context.Context, env *testenv.Env, kubectl, kubeconfig, di
 // prints each Gateway's listeners and each fragment's listeners.
 func printFolds(ctx context.Context, c client.Client, w io.Writer) error {
 	fragments := &v1alpha1.ListenerFragmentList{}
+	gateways := &gwv1.GatewayList{}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		if err := c.List(ctx, fragments); err != nil {
 			return fmt.Errorf("listing fragments: %w", err)
 		}
-		if allReported(fragments.Items) {
+		if err := c.List(ctx, gateways); err != nil {
+			return fmt.Errorf("listing Gateways: %w", err)
+		}
+		if allReported(fragments.Items, gateways.Items) {
 			break
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the merger did not report on every fragment within 30s")
 		}
-	}
-	gateways := &gwv1.GatewayList{}
-	if err := c.List(ctx, gateways); err != nil {
-		return fmt.Errorf("listing Gateways: %w", err)
 	}
 	source := map[gwv1.SectionName]string{}
 	for _, lf := range fragments.Items {
@@ -206,10 +209,19 @@ func printFolds(ctx context.Context, c client.Client, w io.Writer) error {
 	return tw.Flush()
 }
 
-func allReported(fragments []v1alpha1.ListenerFragment) bool {
+// allReported says whether the merger has reported on every fragment since
+// its Gateway appeared: the samples create fragments before their Gateway.
+func allReported(fragments []v1alpha1.ListenerFragment, gateways []gwv1.Gateway) bool {
+	exists := map[string]bool{}
+	for _, gw := range gateways {
+		exists[gw.Namespace+"/"+gw.Name] = true
+	}
 	for _, lf := range fragments {
 		c := meta.FindStatusCondition(lf.Status.Conditions, string(v1alpha1.FragmentConditionAccepted))
-		if c == nil || c.Status == metav1.ConditionUnknown {
+		if c == nil || c.Status == metav1.ConditionUnknown || c.ObservedGeneration != lf.Generation {
+			return false
+		}
+		if c.Reason == string(v1alpha1.FragmentReasonParentNotAccepted) && exists[webhook.ParentOf(&lf).String()] {
 			return false
 		}
 	}

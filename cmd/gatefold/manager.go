@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"os"
@@ -30,6 +31,7 @@ type managerOptions struct {
 	webhookHost string
 	webhookPort int
 	certDir     string
+	certs       certOptions
 	webhook     webhook.Options
 	merger      merger.Options
 
@@ -46,7 +48,8 @@ func (o *managerOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on")
-	fs.StringVar(&o.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Folder holding the webhook server's tls.crt and tls.key")
+	fs.StringVar(&o.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "With --cert-mode=cert-manager, the folder holding the webhook server's tls.crt and tls.key, reloaded when they change")
+	o.certs.bindFlags(fs, ns)
 	fs.StringVar(&o.webhook.ClaimsNamespace, "claims-namespace", ns, "Namespace holding the listener claims (gatefold's own; tenants must have no rights there)")
 	fs.DurationVar(&o.webhook.ClaimGrace, "claim-grace", 30*time.Second, "How long a claim no fragment wants is kept before it is released; longer than any admission request")
 	fs.DurationVar(&o.webhook.CollectPeriod, "claim-collect-period", 15*time.Second, "How often the leader collects orphaned claims")
@@ -85,14 +88,19 @@ func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error
 	cfg = rest.CopyConfig(cfg)
 	// The audit log then tells which replica made a write.
 	cfg.UserAgent = fmt.Sprintf("gatefold/%s (%s)", version, identity())
+	source, err := o.certs.source(cfg, o.certDir)
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme.New(),
 		// After a write, the next fold reads what it wrote, not a stale cache
 		// that would make it write the same thing again.
-		Client:                        client.Options{Cache: &client.CacheOptions{EnableReadYourWritesConsistency: ptr.To(true)}},
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
-		HealthProbeBindAddress:        o.probeAddr,
-		WebhookServer:                 ctrlwebhook.NewServer(ctrlwebhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.certDir}),
+		Client:                 client.Options{Cache: &client.CacheOptions{EnableReadYourWritesConsistency: ptr.To(true)}},
+		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress: o.probeAddr,
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: o.webhookHost, Port: o.webhookPort,
+			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = source.GetCertificate }}}),
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
@@ -103,6 +111,9 @@ func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.Add(source); err != nil {
+		return fmt.Errorf("adding the certificate source: %w", err)
 	}
 	if err := webhook.IndexFragmentParents(ctx, mgr); err != nil {
 		return fmt.Errorf("indexing fragments: %w", err)
@@ -116,7 +127,10 @@ func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("readyz", mgr.GetWebhookServer().StartedChecker()); err != nil {
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("certificate", source.Ready); err != nil {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
 
