@@ -80,10 +80,11 @@ generate: ## Generate the deepcopy code and the apply configurations
 
 .PHONY: manifests
 manifests: ## Generate the CRDs, RBAC and webhook configurations from markers
-	$(CONTROLLER_GEN) crd rbac:roleName=gatefold-manager webhook paths=./... \
+	$(CONTROLLER_GEN) crd rbac:roleName=manager-role webhook paths="./api/...;./webhook/...;./merger/..." \
 		output:crd:artifacts:config=config/crd/bases \
 		output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
+	$(CONTROLLER_GEN) rbac:roleName=self-signed-role paths=./certs/... output:rbac:artifacts:config=config/rbac/self-signed
 
 GENERATED_SUM = find api config -type f \( -name 'zz_generated.*' -o -path 'api/*/applyconfiguration/*' -o -path 'config/crd/bases/*' \
 	-o -path config/rbac/role.yaml -o -path config/webhook/manifests.yaml \) | sort | xargs sha256sum

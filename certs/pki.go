@@ -135,9 +135,10 @@ func (a *authority) issue(now time.Time, validity time.Duration, dnsNames []stri
 	return &pair, nil
 }
 
-// renewAt is when a certificate is renewed: two thirds into its life.
+// renewAt is when a certificate is renewed: two thirds into the life it was
+// issued for, not counting the backdating.
 func renewAt(c *x509.Certificate) time.Time {
-	t, err := pki.RenewalTime(c.NotBefore, c.NotAfter, nil, nil, nil)
+	t, err := pki.RenewalTime(c.NotBefore.Add(clockSkew), c.NotAfter, nil, nil, nil)
 	if err != nil || t == nil {
 		return c.NotAfter
 	}

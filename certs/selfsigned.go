@@ -27,6 +27,15 @@ import (
 // its own webhook configurations; it owns nothing else there.
 const InjectorFieldOwner = "gatefold-ca-injector"
 
+// The rights below are generated into config/rbac/self-signed, which only the
+// self-signed overlay installs. Secrets cannot be created by name, so create
+// is granted in gatefold's namespace only; reading and updating is granted
+// for the CA Secret alone, and patching for gatefold's own webhook
+// configurations alone.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create,namespace=gatefold-system
+// +kubebuilder:rbac:groups="",resources=secrets,resourceNames=gatefold-webhook-ca,verbs=get;update,namespace=gatefold-system
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,resourceNames=gatefold-mutating-webhook-configuration;gatefold-validating-webhook-configuration,verbs=get;patch
+
 // SelfSigned provisions the webhook's certificate where cert-manager is
 // absent. Every replica shares one CA, kept in a Secret; each signs its own
 // serving certificate with it and holds it in memory, and applies the CA
@@ -104,13 +113,19 @@ func (s *SelfSigned) reconcile(ctx context.Context, now time.Time, force bool) (
 	if err != nil {
 		return now, err
 	}
-	// The bundle is applied before a certificate from a new CA is served, so
-	// the API server trusts it from its first handshake.
-	if err := s.inject(ctx, ca.bundle); err != nil {
+	// The bundle is applied before a certificate from a new CA is served,
+	// and given time to reach the API server, so that it trusts the new
+	// certificate from its first handshake.
+	injected, err := s.inject(ctx, ca.bundle)
+	if err != nil {
 		return now, err
 	}
 	current := s.serving.Load()
-	if force || current == nil || !bytes.Equal(current.Leaf.AuthorityKeyId, ca.cert.SubjectKeyId) || !now.Before(renewAt(current.Leaf)) {
+	fromOldCA := current != nil && !bytes.Equal(current.Leaf.AuthorityKeyId, ca.cert.SubjectKeyId)
+	if injected && fromOldCA && now.Before(current.Leaf.NotAfter) {
+		return now.Add(bundleSettle), nil
+	}
+	if force || current == nil || fromOldCA || !now.Before(renewAt(current.Leaf)) {
 		issued, err := ca.issue(now, s.ServingValidity, s.DNSNames, s.IPs)
 		if err != nil {
 			return now, err
@@ -187,25 +202,31 @@ func (s *SelfSigned) ensureCA(ctx context.Context, now time.Time) (*authority, e
 	return rotated, nil
 }
 
+// bundleSettle is how long a new CA bundle is given to reach the API
+// server's webhook clients before a certificate from the new CA is served.
+const bundleSettle = 2 * time.Second
+
 // inject applies the bundle as the caBundle of every webhook of gatefold's
-// webhook configurations, owning only that field, when any differs. Both
-// kinds have the same shape there, so one unstructured path serves both.
-func (s *SelfSigned) inject(ctx context.Context, bundle []byte) error {
+// webhook configurations, owning only that field, when any differs, and
+// says whether it did. Both kinds have the same shape there, so one
+// unstructured path serves both.
+func (s *SelfSigned) inject(ctx context.Context, bundle []byte) (bool, error) {
 	encoded := base64.StdEncoding.EncodeToString(bundle)
+	applied := false
 	for kind, name := range map[string]string{"MutatingWebhookConfiguration": s.MutatingWebhook, "ValidatingWebhookConfiguration": s.ValidatingWebhook} {
 		current := &unstructured.Unstructured{}
 		current.SetGroupVersionKind(admissionregistrationv1.SchemeGroupVersion.WithKind(kind))
 		if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, current); err != nil {
-			return fmt.Errorf("reading %s %s: %w", kind, name, err)
+			return applied, fmt.Errorf("reading %s %s: %w", kind, name, err)
 		}
 		webhooks, _, _ := unstructured.NestedSlice(current.Object, "webhooks")
 		stale := false
-		var applied []any
+		var webhookBundles []any
 		for _, w := range webhooks {
 			w, _ := w.(map[string]any)
 			ca, _, _ := unstructured.NestedString(w, "clientConfig", "caBundle")
 			stale = stale || ca != encoded
-			applied = append(applied, map[string]any{"name": w["name"], "clientConfig": map[string]any{"caBundle": encoded}})
+			webhookBundles = append(webhookBundles, map[string]any{"name": w["name"], "clientConfig": map[string]any{"caBundle": encoded}})
 		}
 		if !stale {
 			continue
@@ -214,14 +235,15 @@ func (s *SelfSigned) inject(ctx context.Context, bundle []byte) error {
 			"apiVersion": admissionregistrationv1.SchemeGroupVersion.String(),
 			"kind":       kind,
 			"metadata":   map[string]any{"name": name},
-			"webhooks":   applied,
+			"webhooks":   webhookBundles,
 		}}
 		if err := s.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(ac), client.FieldOwner(InjectorFieldOwner), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying the CA bundle to %s %s: %w", kind, name, err)
+			return applied, fmt.Errorf("applying the CA bundle to %s %s: %w", kind, name, err)
 		}
-		logf.FromContext(ctx).WithName("certs").Info("Applied the CA bundle", "kind", kind, "name", name, "webhooks", len(applied))
+		logf.FromContext(ctx).WithName("certs").Info("Applied the CA bundle", "kind", kind, "name", name, "webhooks", len(webhookBundles))
+		applied = true
 	}
-	return nil
+	return applied, nil
 }
 
 func (s *SelfSigned) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {

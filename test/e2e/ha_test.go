@@ -80,20 +80,8 @@ func freePort(t *testing.T) int {
 func TestLeaderFailoverLosesNothing(t *testing.T) {
 	dir := t.TempDir()
 	audit := filepath.Join(dir, "audit.log")
-	env, err := testenv.Start(testenv.Options{AuditLog: audit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env, kubeconfig := startControlPlane(t, testenv.Options{AuditLog: audit})
 	ctx := context.Background()
-	kc, err := env.Kubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	for _, ns := range []string{haNamespace, "infra", "team-a", "team-b"} {
 		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)

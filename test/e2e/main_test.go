@@ -1,0 +1,43 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/gatefold/gatefold/test/testenv"
+)
+
+// startControlPlane starts a control plane for one test and writes an
+// administrator's kubeconfig for the processes the test runs.
+func startControlPlane(t *testing.T, opts testenv.Options) (*testenv.Env, string) {
+	t.Helper()
+	env, err := testenv.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	kc, err := env.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return env, kubeconfig
+}
+
+// kubectl runs the kubectl built beside the control plane and returns its
+// combined output, failing the test when it fails.
+func kubectl(t *testing.T, env *testenv.Env, kubeconfig string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
