@@ -2,10 +2,10 @@ package certs
 
 import (
 	"bytes"
-	"encoding/base64"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
