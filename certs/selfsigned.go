@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,35 +59,16 @@ type SelfSigned struct {
 	CheckPeriod time.Duration
 
 	serving atomic.Pointer[tls.Certificate]
-	once    sync.Once
-	renew   chan struct{}
 }
 
 var _ Source = &SelfSigned{}
 
 func (s *SelfSigned) NeedLeaderElection() bool { return false }
 
-// Renew makes the running provisioner sign a new serving certificate at
-// once, as it does two thirds into the certificate's life.
-func (s *SelfSigned) Renew() {
-	select {
-	case s.renewCh() <- struct{}{}:
-	default: // a renewal is already due
-	}
-}
-
-func (s *SelfSigned) renewCh() chan struct{} {
-	s.once.Do(func() { s.renew = make(chan struct{}, 1) })
-	return s.renew
-}
-
 func (s *SelfSigned) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("certs").WithValues("secret", klog.KRef(s.Namespace, s.SecretName))
-	renew := s.renewCh()
-	force := false
 	for {
-		next, err := s.reconcile(ctx, time.Now(), force)
-		force = false
+		next, err := s.reconcile(ctx, time.Now())
 		wait := s.CheckPeriod
 		if err != nil {
 			log.Error(err, "Provisioning the webhook certificate")
@@ -100,15 +80,13 @@ func (s *SelfSigned) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
-		case <-renew:
-			force = true
 		}
 	}
 }
 
 // reconcile makes the CA, the bundles and the serving certificate current,
 // and returns when it must run again at the latest.
-func (s *SelfSigned) reconcile(ctx context.Context, now time.Time, force bool) (time.Time, error) {
+func (s *SelfSigned) reconcile(ctx context.Context, now time.Time) (time.Time, error) {
 	ca, err := s.ensureCA(ctx, now)
 	if err != nil {
 		return now, err
@@ -125,7 +103,7 @@ func (s *SelfSigned) reconcile(ctx context.Context, now time.Time, force bool) (
 	if injected && fromOldCA && now.Before(current.Leaf.NotAfter) {
 		return now.Add(bundleSettle), nil
 	}
-	if force || current == nil || fromOldCA || !now.Before(renewAt(current.Leaf)) {
+	if current == nil || fromOldCA || !now.Before(renewAt(current.Leaf)) {
 		issued, err := ca.issue(now, s.ServingValidity, s.DNSNames, s.IPs)
 		if err != nil {
 			return now, err

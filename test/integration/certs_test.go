@@ -1,0 +1,100 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"sync"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gatefold/gatefold/certs"
+)
+
+// TestSelfSignedReplicasShareOneCA starts three self-signed certificate
+// sources at once against an empty namespace: they race to create the CA
+// Secret, and every replica must end up serving a certificate of the one CA
+// that won, which the webhook configurations trust.
+func TestSelfSignedReplicasShareOneCA(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := env.Client
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "certs-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	// Webhook configurations that match nothing, to receive the bundle.
+	hook := func(name string) (admissionregistrationv1.MutatingWebhook, admissionregistrationv1.ValidatingWebhook) {
+		cc := admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/" + name)}
+		none := ptr.To(admissionregistrationv1.SideEffectClassNone)
+		return admissionregistrationv1.MutatingWebhook{Name: name + ".gatefold.dev", ClientConfig: cc, SideEffects: none, AdmissionReviewVersions: []string{"v1"}},
+			admissionregistrationv1.ValidatingWebhook{Name: name + ".gatefold.dev", ClientConfig: cc, SideEffects: none, AdmissionReviewVersions: []string{"v1"}}
+	}
+	m1, v1 := hook("a")
+	_, v2 := hook("b")
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ns.Name + "-mutating"}, Webhooks: []admissionregistrationv1.MutatingWebhook{m1}}
+	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ns.Name + "-validating"}, Webhooks: []admissionregistrationv1.ValidatingWebhook{v1, v2}}
+	for _, obj := range []client.Object{mutating, validating} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	replicas := make([]*certs.SelfSigned, 3)
+	var start sync.WaitGroup
+	start.Add(1)
+	for i := range replicas {
+		replicas[i] = &certs.SelfSigned{
+			Client: c, Namespace: ns.Name, SecretName: "gatefold-webhook-ca",
+			DNSNames:        []string{"gatefold-webhook-service." + ns.Name + ".svc"},
+			MutatingWebhook: mutating.Name, ValidatingWebhook: validating.Name,
+			CAValidity: time.Hour, ServingValidity: 10 * time.Minute, CheckPeriod: time.Second,
+		}
+		go func() { start.Wait(); _ = replicas[i].Start(ctx) }()
+	}
+	start.Done()
+
+	secret := &corev1.Secret{}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		ready := c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "gatefold-webhook-ca"}, secret) == nil
+		for _, r := range replicas {
+			ready = ready && r.Ready(nil) == nil
+		}
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("The replicas did not all get a serving certificate within 20s")
+		}
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(secret.Data[certs.CABundleKey]) {
+		t.Fatal("The CA Secret holds no bundle")
+	}
+	for i, r := range replicas {
+		if _, err := r.Leaf().Verify(x509.VerifyOptions{Roots: pool, DNSName: "gatefold-webhook-service." + ns.Name + ".svc"}); err != nil {
+			t.Errorf("Replica %d serves a certificate the stored CA does not sign: %v", i, err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(validating), validating); err != nil {
+			t.Fatal(err)
+		}
+		trusted := len(validating.Webhooks) == 2
+		for _, w := range validating.Webhooks {
+			trusted = trusted && bytes.Equal(w.ClientConfig.CABundle, secret.Data[certs.CABundleKey])
+		}
+		if trusted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("The ValidatingWebhookConfiguration does not trust the stored CA bundle")
+		}
+	}
+}
