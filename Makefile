@@ -42,8 +42,13 @@ test: controlplane verify-generated ## Run every test (unit, fuzz seeds, integra
 	$(GO) test -count=1 ./...
 
 .PHONY: bench
-bench: controlplane ## Run the benchmarks (none yet)
-	@echo "No benchmarks yet"
+bench: controlplane build ## Run the benchmarks on the real control plane (a few minutes) and write docs/benchmarks.{json,md}
+	$(GO) run ./test/bench --out docs
+
+.PHONY: bench-quick
+bench-quick: controlplane build ## Run a reduced benchmark (under a minute) into bin/bench, as CI's smoke test
+	mkdir -p bin/bench
+	$(GO) run ./test/bench --quick --out bin/bench
 
 ##@ Build
 

@@ -428,3 +428,20 @@ func FuzzFold(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkFold is one fold of a Gateway with its listeners full (63
+// fragments beside one own listener) and with 1,000 fragments competing for
+// them, most of them overflowing.
+func BenchmarkFold(b *testing.B) {
+	for _, n := range []int{63, 1000} {
+		in := Input{Gateway: gateway(gwv1.NamespacesFromAll, own("http", 80, gwv1.HTTPProtocolType, "")), Managed: sets.New[gwv1.SectionName]()}
+		for i := range n {
+			in.Fragments = append(in.Fragments, fragment("shop", fmt.Sprintf("f%d", i), i, entry("web", 443, gwv1.HTTPSProtocolType, fmt.Sprintf("f%d.example.com", i))))
+		}
+		b.Run(fmt.Sprintf("fragments=%d", n), func(b *testing.B) {
+			for range b.N {
+				Fold(in)
+			}
+		})
+	}
+}

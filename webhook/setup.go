@@ -29,9 +29,11 @@ type Options struct {
 // IndexFragmentParents registers ParentIndex with the manager's cache, once
 // for both the webhooks and the merger.
 func IndexFragmentParents(ctx context.Context, mgr ctrl.Manager) error {
-	return mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ListenerFragment{}, ParentIndex, func(o client.Object) []string {
-		return []string{ParentOf(o.(*v1alpha1.ListenerFragment)).String()}
-	})
+	return mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ListenerFragment{}, ParentIndex, parentIndexValue)
+}
+
+func parentIndexValue(o client.Object) []string {
+	return []string{ParentOf(o.(*v1alpha1.ListenerFragment)).String()}
 }
 
 // +kubebuilder:webhook:path=/mutate-gatefold-dev-v1alpha1-listenerfragment,mutating=true,failurePolicy=fail,sideEffects=None,groups=gatefold.dev,resources=listenerfragments,verbs=create;update,versions=v1alpha1,name=mlistenerfragment.gatefold.dev,admissionReviewVersions=v1,timeoutSeconds=10
@@ -46,7 +48,9 @@ func IndexFragmentParents(ctx context.Context, mgr ctrl.Manager) error {
 
 // Setup registers the webhooks with the manager's webhook server, and the
 // collector of orphaned claims, which runs on the leader only.
-// IndexFragmentParents must have been registered.
+// IndexFragmentParents must have been registered. The webhooks read the
+// informer cache itself, not the client: they must not wait for the merger's
+// writes to reach the cache, which they do not need to see.
 func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 	claims := &ClaimStore{
 		Client:    mgr.GetClient(),
@@ -56,12 +60,12 @@ func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.ListenerFragment{}).
 		WithDefaulter(fragmentDefaulter{}).
-		WithValidator(&fragmentValidator{cache: mgr.GetClient(), claims: claims}).
+		WithValidator(&fragmentValidator{cache: mgr.GetCache(), claims: claims}).
 		Complete(); err != nil {
 		return nil, err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &gwv1.Gateway{}).
-		WithValidator(&gatewayValidator{cache: mgr.GetClient()}).
+		WithValidator(&gatewayValidator{cache: mgr.GetCache()}).
 		Complete(); err != nil {
 		return nil, err
 	}

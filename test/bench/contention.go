@@ -1,0 +1,409 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+)
+
+// route is one route's need: an HTTPS listener for its hostname, serving its
+// own certificate Secret, on one of the shared Gateways.
+type route struct {
+	index    int
+	gateway  string
+	hostname string
+}
+
+func (r route) name() string { return fmt.Sprintf("route-%d", r.index) }
+
+func (r route) listener() gwv1.Listener {
+	return gwv1.Listener{
+		Name: gwv1.SectionName(r.name()), Port: 443, Protocol: gwv1.HTTPSProtocolType,
+		Hostname: ptr.To(gwv1.Hostname(r.hostname)),
+		TLS:      &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: gwv1.ObjectName(r.name() + "-tls")}}},
+	}
+}
+
+// strategy is one way a route controller gets its listener onto the Gateway.
+type strategy interface {
+	name() string
+	// add and remove return the write requests and the 409s they took.
+	add(ctx context.Context, c client.Client, ns string, r route) (int, int, error)
+	remove(ctx context.Context, c client.Client, ns string, r route) (int, int, error)
+}
+
+// update is what Knative-style controllers do today: read the Gateway,
+// change the list, Update, retry on conflict.
+type update struct{}
+
+func (update) name() string { return "update" }
+
+func (update) add(ctx context.Context, c client.Client, ns string, r route) (int, int, error) {
+	return readModifyWrite(ctx, c, ns, r.gateway, func(ls []gwv1.Listener) []gwv1.Listener {
+		for _, l := range ls {
+			if l.Name == gwv1.SectionName(r.name()) {
+				return nil
+			}
+		}
+		return append(ls, r.listener())
+	})
+}
+
+func (update) remove(ctx context.Context, c client.Client, ns string, r route) (int, int, error) {
+	return readModifyWrite(ctx, c, ns, r.gateway, func(ls []gwv1.Listener) []gwv1.Listener {
+		for i, l := range ls {
+			if l.Name == gwv1.SectionName(r.name()) {
+				return append(ls[:i:i], ls[i+1:]...)
+			}
+		}
+		return nil
+	})
+}
+
+// readModifyWrite applies change (nil: nothing to do) until an Update
+// succeeds.
+func readModifyWrite(ctx context.Context, c client.Client, ns, name string, change func([]gwv1.Listener) []gwv1.Listener) (int, int, error) {
+	writes, conflicts := 0, 0
+	for {
+		gw := &gwv1.Gateway{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, gw); err != nil {
+			return writes, conflicts, err
+		}
+		ls := change(gw.Spec.Listeners)
+		if ls == nil {
+			return writes, conflicts, nil
+		}
+		gw.Spec.Listeners = ls
+		writes++
+		err := c.Update(ctx, gw)
+		if apierrors.IsConflict(err) {
+			conflicts++
+			continue
+		}
+		return writes, conflicts, err
+	}
+}
+
+// ssaPerWriter server-side applies each route's listener under a field
+// manager of its own, so writers never conflict; removing it is an apply of
+// nothing under that manager.
+type ssaPerWriter struct{}
+
+func (ssaPerWriter) name() string { return "ssa-per-writer" }
+
+func (ssaPerWriter) add(ctx context.Context, c client.Client, ns string, r route) (int, int, error) {
+	l := &gwapply.ListenerApplyConfiguration{}
+	raw, err := json.Marshal(r.listener())
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := json.Unmarshal(raw, l); err != nil {
+		return 0, 0, err
+	}
+	gw := gwapply.Gateway(r.gateway, ns).WithSpec(gwapply.GatewaySpec().WithListeners(l))
+	err = c.Apply(ctx, gw, client.FieldOwner(r.name()))
+	return 1, conflictCount(err), err
+}
+
+func (ssaPerWriter) remove(ctx context.Context, c client.Client, ns string, r route) (int, int, error) {
+	return 1, 0, c.Apply(ctx, gwapply.Gateway(r.gateway, ns), client.FieldOwner(r.name()))
+}
+
+func conflictCount(err error) int {
+	if apierrors.IsConflict(err) {
+		return 1
+	}
+	return 0
+}
+
+// fragments is gatefold: each route controller writes its own
+// ListenerFragment; the merger folds them.
+type fragments struct{}
+
+func (fragments) name() string { return "gatefold" }
+
+func (fragments) add(ctx context.Context, c client.Client, ns string, r route) (int, int, error) {
+	l := r.listener()
+	lf := &v1alpha1.ListenerFragment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name()},
+		Spec: v1alpha1.ListenerFragmentSpec{
+			ParentRef: gwv1.ParentGatewayReference{Name: gwv1.ObjectName(r.gateway)},
+			Listeners: []gwv1.ListenerEntry{{Name: "https", Port: l.Port, Protocol: l.Protocol, Hostname: l.Hostname, TLS: l.TLS}},
+		},
+	}
+	err := c.Create(ctx, lf)
+	return 1, conflictCount(err), err
+}
+
+func (fragments) remove(ctx context.Context, c client.Client, ns string, r route) (int, int, error) {
+	return 1, 0, c.Delete(ctx, &v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name()}})
+}
+
+// StrategyResult is what one strategy did with the workload.
+type StrategyResult struct {
+	Strategy string `json:"strategy"`
+	Add      Phase  `json:"add"`
+	Remove   Phase  `json:"remove"`
+	// Final Gateway size after adding, averaged over the Gateways.
+	ListenersPerGateway float64 `json:"listenersPerGateway"`
+	GatewayBytes        int     `json:"gatewayBytes"`
+	ManagedFieldsBytes  int     `json:"managedFieldsBytes"`
+}
+
+// Phase is one phase of the workload: every route added, or half removed.
+type Phase struct {
+	Converged bool    `json:"converged"`
+	Seconds   float64 `json:"seconds"`
+	// Writes are audited API writes; WriterRequests and WriterConflicts
+	// are what the writers counted themselves.
+	Writes          writes `json:"writes"`
+	WriterRequests  int    `json:"writerRequests"`
+	WriterConflicts int    `json:"writerConflicts"`
+	// GatewayWrites are the Gateways' resourceVersion changes.
+	GatewayWrites int `json:"gatewayWrites"`
+	// Missing and Extra compare the Gateways' listeners with the expected
+	// ones when the phase ended; Errors are writer failures.
+	Missing int      `json:"missing"`
+	Extra   int      `json:"extra"`
+	Errors  []string `json:"errors,omitempty"`
+}
+
+// Correct says whether the phase ended with exactly the expected listeners.
+func (p Phase) Correct() bool {
+	return p.Converged && p.Missing == 0 && p.Extra == 0 && len(p.Errors) == 0
+}
+
+func (h *harness) contention(ctx context.Context, p Params) ([]StrategyResult, error) {
+	var results []StrategyResult
+	for _, s := range []strategy{update{}, ssaPerWriter{}, fragments{}} {
+		progress("Contention: %s, %d routes on %d Gateways, %d writers", s.name(), p.Routes, p.Gateways, p.Writers)
+		if s.name() == "gatefold" {
+			// Only now, so that the other strategies pay no admission.
+			if _, err := h.startManager("replica-0", h.env.WebhookPort()); err != nil {
+				return nil, err
+			}
+			if err := h.setWebhooks(ctx, true); err != nil {
+				return nil, err
+			}
+		}
+		r, err := h.runStrategy(ctx, p, s)
+		if err != nil {
+			return nil, err
+		}
+		progress("  added in %.1fs (%d writer requests, %d conflicts, %d Gateway writes), removed half in %.1fs",
+			r.Add.Seconds, r.Add.WriterRequests, r.Add.WriterConflicts, r.Add.GatewayWrites, r.Remove.Seconds)
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+func (h *harness) runStrategy(ctx context.Context, p Params, s strategy) (StrategyResult, error) {
+	res := StrategyResult{Strategy: s.name()}
+	ns := "contention-" + s.name()
+	setup, err := h.client("bench-setup")
+	if err != nil {
+		return res, err
+	}
+	writer, err := h.client("bench-writer/" + s.name())
+	if err != nil {
+		return res, err
+	}
+	if err := setup.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return res, err
+	}
+	routes := make([]route, p.Routes)
+	for i := range routes {
+		routes[i] = route{index: i, gateway: fmt.Sprintf("shared-%d", i%p.Gateways), hostname: fmt.Sprintf("route-%d.example.com", i)}
+	}
+	for g := range p.Gateways {
+		gw := &gwv1.Gateway{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("shared-%d", g)},
+			Spec: gwv1.GatewaySpec{
+				GatewayClassName: "example",
+				Listeners:        []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
+				AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(gwv1.NamespacesFromSame)}},
+			},
+		}
+		if err := setup.Create(ctx, gw); err != nil {
+			return res, err
+		}
+	}
+	if err := parallel(p.Writers, routes, func(r route) error {
+		return setup.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name() + "-tls"}, Data: map[string][]byte{"tls.crt": nil, "tls.key": nil}})
+	}); err != nil {
+		return res, err
+	}
+
+	want := map[string]map[string]bool{}
+	for _, r := range routes {
+		if want[r.gateway] == nil {
+			want[r.gateway] = map[string]bool{}
+		}
+		want[r.gateway][r.hostname] = true
+	}
+	res.Add = h.phase(ctx, p, ns, writer, routes, s.add, want)
+
+	gws := &gwv1.GatewayList{}
+	if err := h.observer.List(ctx, gws, client.InNamespace(ns)); err != nil {
+		return res, err
+	}
+	for _, gw := range gws.Items {
+		res.ListenersPerGateway += float64(len(gw.Spec.Listeners)) / float64(len(gws.Items))
+		raw, _ := json.Marshal(gw)
+		res.GatewayBytes += len(raw) / len(gws.Items)
+		mf, _ := json.Marshal(gw.ManagedFields)
+		res.ManagedFieldsBytes += len(mf) / len(gws.Items)
+	}
+
+	var removed []route
+	for _, r := range routes {
+		if r.index%2 == 0 {
+			removed = append(removed, r)
+			delete(want[r.gateway], r.hostname)
+		}
+	}
+	res.Remove = h.phase(ctx, p, ns, writer, removed, s.remove, want)
+	return res, nil
+}
+
+// phase runs op for every route with p.Writers writers, and times until the
+// Gateways hold exactly want (hostnames by Gateway, besides their own
+// listener "http").
+func (h *harness) phase(ctx context.Context, p Params, ns string, c client.Client, routes []route,
+	op func(context.Context, client.Client, string, route) (int, int, error), want map[string]map[string]bool) Phase {
+	var ph Phase
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	gatewayWrites := h.countGatewayWrites(watchCtx, ns)
+
+	start := time.Now()
+	var mu sync.Mutex
+	_ = parallel(p.Writers, routes, func(r route) error {
+		writes, conflicts, err := op(ctx, c, ns, r)
+		mu.Lock()
+		defer mu.Unlock()
+		ph.WriterRequests += writes
+		ph.WriterConflicts += conflicts
+		if err != nil && len(ph.Errors) < 5 {
+			ph.Errors = append(ph.Errors, fmt.Sprintf("%s: %v", r.name(), err))
+		}
+		return nil
+	})
+	for deadline := start.Add(p.PhaseTimeout); ; time.Sleep(100 * time.Millisecond) {
+		missing, extra, err := h.compare(ctx, ns, want)
+		if err == nil && missing == 0 && extra == 0 {
+			ph.Converged = true
+			break
+		}
+		ph.Missing, ph.Extra = missing, extra
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	end := time.Now()
+	ph.Seconds = end.Sub(start).Seconds()
+	if ph.Converged {
+		ph.Missing, ph.Extra = 0, 0
+	}
+	// Writes that land after convergence (statuses) belong to the phase too.
+	time.Sleep(2 * time.Second)
+	stopWatch()
+	ph.GatewayWrites = <-gatewayWrites
+	ph.Writes, _ = h.countWrites(start, time.Now())
+	return ph
+}
+
+// compare counts expected hostnames missing from the Gateways, and
+// hostnames there that are not expected (or there twice).
+func (h *harness) compare(ctx context.Context, ns string, want map[string]map[string]bool) (int, int, error) {
+	gws := &gwv1.GatewayList{}
+	if err := h.observer.List(ctx, gws, client.InNamespace(ns)); err != nil {
+		return 0, 0, err
+	}
+	missing, extra := 0, 0
+	for _, gw := range gws.Items {
+		seen := map[string]bool{}
+		for _, l := range gw.Spec.Listeners {
+			if l.Name == "http" {
+				continue
+			}
+			host := string(ptr.Deref(l.Hostname, ""))
+			if !want[gw.Name][host] || seen[host] {
+				extra++
+			}
+			seen[host] = true
+		}
+		for host := range want[gw.Name] {
+			if !seen[host] {
+				missing++
+			}
+		}
+	}
+	return missing, extra, nil
+}
+
+// countGatewayWrites counts the Gateways' resourceVersion changes in the
+// namespace until ctx ends, and then sends the count.
+func (h *harness) countGatewayWrites(ctx context.Context, ns string) <-chan int {
+	out := make(chan int, 1)
+	w, err := h.observer.Watch(ctx, &gwv1.GatewayList{}, client.InNamespace(ns))
+	if err != nil {
+		out <- -1
+		return out
+	}
+	go func() {
+		n := 0
+		defer func() { w.Stop(); out <- n }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				if e.Type == watch.Modified {
+					n++
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// parallel runs f for every item with n workers and returns the first error.
+func parallel[T any](n int, items []T, f func(T) error) error {
+	ch := make(chan T)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range ch {
+				if err := f(it); err != nil {
+					once.Do(func() { first = err })
+				}
+			}
+		}()
+	}
+	for _, it := range items {
+		ch <- it
+	}
+	close(ch)
+	wg.Wait()
+	return first
+}

@@ -1,0 +1,139 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/scheme"
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/test/testenv"
+)
+
+// BenchmarkValidateCreate is the validating handler's cost for one new
+// fragment with 100 and with 10,000 fragments in its informer cache (50 to a
+// Gateway), on the real control plane: cached reads through the real cache
+// and its index, claim reads from the API server, as in production. It is a
+// dry run, which reads the claims as a create does but leaves none behind to
+// skew later iterations.
+func BenchmarkValidateCreate(b *testing.B) {
+	logf.SetLogger(logr.Discard())
+	env, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 5000, 10000
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, n := range []int{100, 10000} {
+		// The sub-benchmark's body runs several times; its fixture once.
+		v, lf := validatorWithFragments(ctx, b, cfg, c, n)
+		dryRun := admission.NewContextWithRequest(ctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{DryRun: ptr.To(true)}})
+		b.Run(fmt.Sprintf("fragments=%d", n), func(b *testing.B) {
+			for range b.N {
+				if _, err := v.ValidateCreate(dryRun, lf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// validatorWithFragments stores n fragments on n/50 Gateways and returns a
+// validator over a synced informer cache of them, and a new fragment to
+// validate.
+func validatorWithFragments(ctx context.Context, b *testing.B, cfg *rest.Config, c client.Client, n int) (*fragmentValidator, *v1alpha1.ListenerFragment) {
+	b.Helper()
+	ns := fmt.Sprintf("bench-%d", n)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
+	var objs []client.Object
+	for g := range n / 50 {
+		objs = append(objs, &gwv1.Gateway{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("gw-%d", g)},
+			Spec: gwv1.GatewaySpec{
+				GatewayClassName: "example",
+				Listeners:        []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
+				AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(gwv1.NamespacesFromSame)}},
+			},
+		})
+	}
+	for i := range n {
+		lf := fragment(ns, fmt.Sprintf("f-%d", i), entry("web", 443, gwv1.HTTPSProtocolType, fmt.Sprintf("f-%d.example.com", i)))
+		lf.Spec.ParentRef = gwv1.ParentGatewayReference{Name: gwv1.ObjectName(fmt.Sprintf("gw-%d", i%(n/50)))}
+		objs = append(objs, lf)
+	}
+	createAll(b, c, objs)
+
+	informers, err := cache.New(cfg, cache.Options{Scheme: scheme.New()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := informers.IndexField(ctx, &v1alpha1.ListenerFragment{}, ParentIndex, parentIndexValue); err != nil {
+		b.Fatal(err)
+	}
+	for _, obj := range []client.Object{&v1alpha1.ListenerFragment{}, &gwv1.Gateway{}, &corev1.Namespace{}, &gwv1.ReferenceGrant{}} {
+		if _, err := informers.GetInformer(ctx, obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+	go func() { _ = informers.Start(ctx) }()
+	if !informers.WaitForCacheSync(ctx) {
+		b.Fatal("The cache did not sync")
+	}
+	lf := fragment(ns, "new", entry("web", 443, gwv1.HTTPSProtocolType, "new.example.com"))
+	lf.Spec.ParentRef = gwv1.ParentGatewayReference{Name: "gw-0"}
+	return &fragmentValidator{cache: informers, claims: &ClaimStore{Client: c, Reader: c, Namespace: "gatefold-system", Grace: time.Minute}}, lf
+}
+
+func createAll(b *testing.B, c client.Client, objs []client.Object) {
+	b.Helper()
+	work := make(chan client.Object)
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for obj := range work {
+				if err := c.Create(context.Background(), obj); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for _, obj := range objs {
+		work <- obj
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+}
