@@ -38,11 +38,13 @@ func (r route) listener() gwv1.Listener {
 }
 
 // strategy is one way a route controller gets its listener onto the Gateway.
+// Writer w handles the routes whose index is w modulo the writers, in both
+// phases, as a controller's worker owns its keys.
 type strategy interface {
 	name() string
 	// add and remove return the write requests and the 409s they took.
-	add(ctx context.Context, c client.Client, ns string, r route) (int, int, error)
-	remove(ctx context.Context, c client.Client, ns string, r route) (int, int, error)
+	add(ctx context.Context, c client.Client, ns string, r route, writer int) (int, int, error)
+	remove(ctx context.Context, c client.Client, ns string, r route, writer int) (int, int, error)
 }
 
 // update is what Knative-style controllers do today: read the Gateway,
@@ -51,7 +53,7 @@ type update struct{}
 
 func (update) name() string { return "update" }
 
-func (update) add(ctx context.Context, c client.Client, ns string, r route) (int, int, error) {
+func (update) add(ctx context.Context, c client.Client, ns string, r route, _ int) (int, int, error) {
 	return readModifyWrite(ctx, c, ns, r.gateway, func(ls []gwv1.Listener) []gwv1.Listener {
 		for _, l := range ls {
 			if l.Name == gwv1.SectionName(r.name()) {
@@ -62,7 +64,7 @@ func (update) add(ctx context.Context, c client.Client, ns string, r route) (int
 	})
 }
 
-func (update) remove(ctx context.Context, c client.Client, ns string, r route) (int, int, error) {
+func (update) remove(ctx context.Context, c client.Client, ns string, r route, _ int) (int, int, error) {
 	return readModifyWrite(ctx, c, ns, r.gateway, func(ls []gwv1.Listener) []gwv1.Listener {
 		for i, l := range ls {
 			if l.Name == gwv1.SectionName(r.name()) {
@@ -97,29 +99,56 @@ func readModifyWrite(ctx context.Context, c client.Client, ns, name string, chan
 	}
 }
 
-// ssaPerWriter server-side applies each route's listener under a field
-// manager of its own, so writers never conflict; removing it is an apply of
-// nothing under that manager.
-type ssaPerWriter struct{}
-
-func (ssaPerWriter) name() string { return "ssa-per-writer" }
-
-func (ssaPerWriter) add(ctx context.Context, c client.Client, ns string, r route) (int, int, error) {
-	l := &gwapply.ListenerApplyConfiguration{}
-	raw, err := json.Marshal(r.listener())
-	if err != nil {
-		return 0, 0, err
-	}
-	if err := json.Unmarshal(raw, l); err != nil {
-		return 0, 0, err
-	}
-	gw := gwapply.Gateway(r.gateway, ns).WithSpec(gwapply.GatewaySpec().WithListeners(l))
-	err = c.Apply(ctx, gw, client.FieldOwner(r.name()))
-	return 1, conflictCount(err), err
+// ssaPerWriter server-side applies, as each writer, every listener that
+// writer wants on the Gateway, under a field manager of the writer's own: no
+// writer conflicts with another, and each apply states the writer's whole
+// intent for that Gateway, as server-side apply requires.
+type ssaPerWriter struct {
+	// owned are the listeners each writer wants, by Gateway; writer w only
+	// touches owned[w].
+	owned []map[string][]gwv1.Listener
 }
 
-func (ssaPerWriter) remove(ctx context.Context, c client.Client, ns string, r route) (int, int, error) {
-	return 1, 0, c.Apply(ctx, gwapply.Gateway(r.gateway, ns), client.FieldOwner(r.name()))
+func newSSAPerWriter(writers int) *ssaPerWriter {
+	s := &ssaPerWriter{owned: make([]map[string][]gwv1.Listener, writers)}
+	for w := range s.owned {
+		s.owned[w] = map[string][]gwv1.Listener{}
+	}
+	return s
+}
+
+func (*ssaPerWriter) name() string { return "ssa-per-writer" }
+
+func (s *ssaPerWriter) add(ctx context.Context, c client.Client, ns string, r route, w int) (int, int, error) {
+	s.owned[w][r.gateway] = append(s.owned[w][r.gateway], r.listener())
+	return s.apply(ctx, c, ns, r.gateway, w)
+}
+
+func (s *ssaPerWriter) remove(ctx context.Context, c client.Client, ns string, r route, w int) (int, int, error) {
+	ls := s.owned[w][r.gateway]
+	for i, l := range ls {
+		if l.Name == gwv1.SectionName(r.name()) {
+			s.owned[w][r.gateway] = append(ls[:i:i], ls[i+1:]...)
+		}
+	}
+	return s.apply(ctx, c, ns, r.gateway, w)
+}
+
+func (s *ssaPerWriter) apply(ctx context.Context, c client.Client, ns, gateway string, w int) (int, int, error) {
+	spec := gwapply.GatewaySpec()
+	for _, l := range s.owned[w][gateway] {
+		ac := &gwapply.ListenerApplyConfiguration{}
+		raw, err := json.Marshal(l)
+		if err != nil {
+			return 0, 0, err
+		}
+		if err := json.Unmarshal(raw, ac); err != nil {
+			return 0, 0, err
+		}
+		spec.WithListeners(ac)
+	}
+	err := c.Apply(ctx, gwapply.Gateway(gateway, ns).WithSpec(spec), client.FieldOwner(fmt.Sprintf("writer-%d", w)))
+	return 1, conflictCount(err), err
 }
 
 func conflictCount(err error) int {
@@ -135,7 +164,7 @@ type fragments struct{}
 
 func (fragments) name() string { return "gatefold" }
 
-func (fragments) add(ctx context.Context, c client.Client, ns string, r route) (int, int, error) {
+func (fragments) add(ctx context.Context, c client.Client, ns string, r route, _ int) (int, int, error) {
 	l := r.listener()
 	lf := &v1alpha1.ListenerFragment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name()},
@@ -148,7 +177,7 @@ func (fragments) add(ctx context.Context, c client.Client, ns string, r route) (
 	return 1, conflictCount(err), err
 }
 
-func (fragments) remove(ctx context.Context, c client.Client, ns string, r route) (int, int, error) {
+func (fragments) remove(ctx context.Context, c client.Client, ns string, r route, _ int) (int, int, error) {
 	return 1, 0, c.Delete(ctx, &v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name()}})
 }
 
@@ -188,7 +217,7 @@ func (p Phase) Correct() bool {
 
 func (h *harness) contention(ctx context.Context, p Params) ([]StrategyResult, error) {
 	var results []StrategyResult
-	for _, s := range []strategy{update{}, ssaPerWriter{}, fragments{}} {
+	for _, s := range []strategy{update{}, newSSAPerWriter(p.Writers), fragments{}} {
 		progress("Contention: %s, %d routes on %d Gateways, %d writers", s.name(), p.Routes, p.Gateways, p.Writers)
 		if s.name() == "gatefold" {
 			// Only now, so that the other strategies pay no admission.
@@ -283,15 +312,15 @@ func (h *harness) runStrategy(ctx context.Context, p Params, s strategy) (Strate
 // Gateways hold exactly want (hostnames by Gateway, besides their own
 // listener "http").
 func (h *harness) phase(ctx context.Context, p Params, ns string, c client.Client, routes []route,
-	op func(context.Context, client.Client, string, route) (int, int, error), want map[string]map[string]bool) Phase {
+	op func(context.Context, client.Client, string, route, int) (int, int, error), want map[string]map[string]bool) Phase {
 	var ph Phase
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	gatewayWrites := h.countGatewayWrites(watchCtx, ns)
 
 	start := time.Now()
 	var mu sync.Mutex
-	_ = parallel(p.Writers, routes, func(r route) error {
-		writes, conflicts, err := op(ctx, c, ns, r)
+	_ = partitioned(p.Writers, routes, func(r route) int { return r.index }, func(r route, w int) error {
+		writes, conflicts, err := op(ctx, c, ns, r, w)
 		mu.Lock()
 		defer mu.Unlock()
 		ph.WriterRequests += writes
@@ -355,32 +384,60 @@ func (h *harness) compare(ctx context.Context, ns string, want map[string]map[st
 }
 
 // countGatewayWrites counts the Gateways' resourceVersion changes in the
-// namespace until ctx ends, and then sends the count.
+// namespace until ctx ends, and then sends the count. A watch the API server
+// closes is resumed from the last version seen, so none is missed.
 func (h *harness) countGatewayWrites(ctx context.Context, ns string) <-chan int {
 	out := make(chan int, 1)
-	w, err := h.observer.Watch(ctx, &gwv1.GatewayList{}, client.InNamespace(ns))
-	if err != nil {
+	list := &gwv1.GatewayList{}
+	if err := h.observer.List(ctx, list, client.InNamespace(ns)); err != nil {
 		out <- -1
 		return out
 	}
 	go func() {
-		n := 0
-		defer func() { w.Stop(); out <- n }()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.ResultChan():
-				if !ok {
-					return
+		n, rv := 0, list.ResourceVersion
+		defer func() { out <- n }()
+		for ctx.Err() == nil {
+			w, err := h.observer.Watch(ctx, &gwv1.GatewayList{}, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			for e := range w.ResultChan() {
+				if gw, ok := e.Object.(*gwv1.Gateway); ok {
+					rv = gw.ResourceVersion
 				}
 				if e.Type == watch.Modified {
 					n++
 				}
 			}
+			w.Stop()
 		}
 	}()
 	return out
+}
+
+// partitioned runs f for every item with n workers, worker k taking the
+// items whose key is k modulo n, and returns the first error.
+func partitioned[T any](n int, items []T, key func(T) int, f func(T, int) error) error {
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, it := range items {
+				if key(it)%n != w {
+					continue
+				}
+				if err := f(it, w); err != nil {
+					once.Do(func() { first = err })
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
 }
 
 // parallel runs f for every item with n workers and returns the first error.
