@@ -37,14 +37,35 @@ func (r route) listener() gwv1.Listener {
 	}
 }
 
+// tally counts a writer's requests: every write sent, and of those the 409
+// conflicts and the server timeouts, which a controller retries.
+type tally struct{ writes, conflicts, timeouts int }
+
+// send sends one write, retrying it as a controller's requeue would while
+// the API server times out.
+func (t *tally) send(write func() error) error {
+	for {
+		t.writes++
+		err := write()
+		switch {
+		case apierrors.IsConflict(err):
+			t.conflicts++
+		case apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err):
+			t.timeouts++
+			continue
+		}
+		return err
+	}
+}
+
 // strategy is one way a route controller gets its listener onto the Gateway.
 // Writer w handles the routes whose index is w modulo the writers, in both
 // phases, as a controller's worker owns its keys.
 type strategy interface {
 	name() string
-	// add and remove return the write requests and the 409s they took.
-	add(ctx context.Context, c client.Client, ns string, r route, writer int) (int, int, error)
-	remove(ctx context.Context, c client.Client, ns string, r route, writer int) (int, int, error)
+	// add and remove count their requests in t.
+	add(ctx context.Context, c client.Client, ns string, r route, writer int, t *tally) error
+	remove(ctx context.Context, c client.Client, ns string, r route, writer int, t *tally) error
 }
 
 // update is what Knative-style controllers do today: read the Gateway,
@@ -53,8 +74,8 @@ type update struct{}
 
 func (update) name() string { return "update" }
 
-func (update) add(ctx context.Context, c client.Client, ns string, r route, _ int) (int, int, error) {
-	return readModifyWrite(ctx, c, ns, r.gateway, func(ls []gwv1.Listener) []gwv1.Listener {
+func (update) add(ctx context.Context, c client.Client, ns string, r route, _ int, t *tally) error {
+	return readModifyWrite(ctx, c, ns, r.gateway, t, func(ls []gwv1.Listener) []gwv1.Listener {
 		for _, l := range ls {
 			if l.Name == gwv1.SectionName(r.name()) {
 				return nil
@@ -64,8 +85,8 @@ func (update) add(ctx context.Context, c client.Client, ns string, r route, _ in
 	})
 }
 
-func (update) remove(ctx context.Context, c client.Client, ns string, r route, _ int) (int, int, error) {
-	return readModifyWrite(ctx, c, ns, r.gateway, func(ls []gwv1.Listener) []gwv1.Listener {
+func (update) remove(ctx context.Context, c client.Client, ns string, r route, _ int, t *tally) error {
+	return readModifyWrite(ctx, c, ns, r.gateway, t, func(ls []gwv1.Listener) []gwv1.Listener {
 		for i, l := range ls {
 			if l.Name == gwv1.SectionName(r.name()) {
 				return append(ls[:i:i], ls[i+1:]...)
@@ -77,25 +98,20 @@ func (update) remove(ctx context.Context, c client.Client, ns string, r route, _
 
 // readModifyWrite applies change (nil: nothing to do) until an Update
 // succeeds.
-func readModifyWrite(ctx context.Context, c client.Client, ns, name string, change func([]gwv1.Listener) []gwv1.Listener) (int, int, error) {
-	writes, conflicts := 0, 0
+func readModifyWrite(ctx context.Context, c client.Client, ns, name string, t *tally, change func([]gwv1.Listener) []gwv1.Listener) error {
 	for {
 		gw := &gwv1.Gateway{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, gw); err != nil {
-			return writes, conflicts, err
+			return err
 		}
 		ls := change(gw.Spec.Listeners)
 		if ls == nil {
-			return writes, conflicts, nil
+			return nil
 		}
 		gw.Spec.Listeners = ls
-		writes++
-		err := c.Update(ctx, gw)
-		if apierrors.IsConflict(err) {
-			conflicts++
-			continue
+		if err := t.send(func() error { return c.Update(ctx, gw) }); !apierrors.IsConflict(err) {
+			return err
 		}
-		return writes, conflicts, err
 	}
 }
 
@@ -119,43 +135,37 @@ func newSSAPerWriter(writers int) *ssaPerWriter {
 
 func (*ssaPerWriter) name() string { return "ssa-per-writer" }
 
-func (s *ssaPerWriter) add(ctx context.Context, c client.Client, ns string, r route, w int) (int, int, error) {
+func (s *ssaPerWriter) add(ctx context.Context, c client.Client, ns string, r route, w int, t *tally) error {
 	s.owned[w][r.gateway] = append(s.owned[w][r.gateway], r.listener())
-	return s.apply(ctx, c, ns, r.gateway, w)
+	return s.apply(ctx, c, ns, r.gateway, w, t)
 }
 
-func (s *ssaPerWriter) remove(ctx context.Context, c client.Client, ns string, r route, w int) (int, int, error) {
+func (s *ssaPerWriter) remove(ctx context.Context, c client.Client, ns string, r route, w int, t *tally) error {
 	ls := s.owned[w][r.gateway]
 	for i, l := range ls {
 		if l.Name == gwv1.SectionName(r.name()) {
 			s.owned[w][r.gateway] = append(ls[:i:i], ls[i+1:]...)
 		}
 	}
-	return s.apply(ctx, c, ns, r.gateway, w)
+	return s.apply(ctx, c, ns, r.gateway, w, t)
 }
 
-func (s *ssaPerWriter) apply(ctx context.Context, c client.Client, ns, gateway string, w int) (int, int, error) {
+func (s *ssaPerWriter) apply(ctx context.Context, c client.Client, ns, gateway string, w int, t *tally) error {
 	spec := gwapply.GatewaySpec()
 	for _, l := range s.owned[w][gateway] {
 		ac := &gwapply.ListenerApplyConfiguration{}
 		raw, err := json.Marshal(l)
 		if err != nil {
-			return 0, 0, err
+			return err
 		}
 		if err := json.Unmarshal(raw, ac); err != nil {
-			return 0, 0, err
+			return err
 		}
 		spec.WithListeners(ac)
 	}
-	err := c.Apply(ctx, gwapply.Gateway(gateway, ns).WithSpec(spec), client.FieldOwner(fmt.Sprintf("writer-%d", w)))
-	return 1, conflictCount(err), err
-}
-
-func conflictCount(err error) int {
-	if apierrors.IsConflict(err) {
-		return 1
-	}
-	return 0
+	return t.send(func() error {
+		return c.Apply(ctx, gwapply.Gateway(gateway, ns).WithSpec(spec), client.FieldOwner(fmt.Sprintf("writer-%d", w)))
+	})
 }
 
 // fragments is gatefold: each route controller writes its own
@@ -164,7 +174,7 @@ type fragments struct{}
 
 func (fragments) name() string { return "gatefold" }
 
-func (fragments) add(ctx context.Context, c client.Client, ns string, r route, _ int) (int, int, error) {
+func (fragments) add(ctx context.Context, c client.Client, ns string, r route, _ int, t *tally) error {
 	l := r.listener()
 	lf := &v1alpha1.ListenerFragment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name()},
@@ -173,12 +183,13 @@ func (fragments) add(ctx context.Context, c client.Client, ns string, r route, _
 			Listeners: []gwv1.ListenerEntry{{Name: "https", Port: l.Port, Protocol: l.Protocol, Hostname: l.Hostname, TLS: l.TLS}},
 		},
 	}
-	err := c.Create(ctx, lf)
-	return 1, conflictCount(err), err
+	return t.send(func() error { return c.Create(ctx, lf) })
 }
 
-func (fragments) remove(ctx context.Context, c client.Client, ns string, r route, _ int) (int, int, error) {
-	return 1, 0, c.Delete(ctx, &v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name()}})
+func (fragments) remove(ctx context.Context, c client.Client, ns string, r route, _ int, t *tally) error {
+	return t.send(func() error {
+		return c.Delete(ctx, &v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name()}})
+	})
 }
 
 // StrategyResult is what one strategy did with the workload.
@@ -201,6 +212,7 @@ type Phase struct {
 	Writes          writes `json:"writes"`
 	WriterRequests  int    `json:"writerRequests"`
 	WriterConflicts int    `json:"writerConflicts"`
+	WriterTimeouts  int    `json:"writerTimeouts"`
 	// GatewayWrites are the Gateways' resourceVersion changes.
 	GatewayWrites int `json:"gatewayWrites"`
 	// Missing and Extra compare the Gateways' listeners with the expected
@@ -312,7 +324,7 @@ func (h *harness) runStrategy(ctx context.Context, p Params, s strategy) (Strate
 // Gateways hold exactly want (hostnames by Gateway, besides their own
 // listener "http").
 func (h *harness) phase(ctx context.Context, p Params, ns string, c client.Client, routes []route,
-	op func(context.Context, client.Client, string, route, int) (int, int, error), want map[string]map[string]bool) Phase {
+	op func(context.Context, client.Client, string, route, int, *tally) error, want map[string]map[string]bool) Phase {
 	var ph Phase
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	gatewayWrites := h.countGatewayWrites(watchCtx, ns)
@@ -320,11 +332,13 @@ func (h *harness) phase(ctx context.Context, p Params, ns string, c client.Clien
 	start := time.Now()
 	var mu sync.Mutex
 	_ = partitioned(p.Writers, routes, func(r route) int { return r.index }, func(r route, w int) error {
-		writes, conflicts, err := op(ctx, c, ns, r, w)
+		var t tally
+		err := op(ctx, c, ns, r, w, &t)
 		mu.Lock()
 		defer mu.Unlock()
-		ph.WriterRequests += writes
-		ph.WriterConflicts += conflicts
+		ph.WriterRequests += t.writes
+		ph.WriterConflicts += t.conflicts
+		ph.WriterTimeouts += t.timeouts
 		if err != nil && len(ph.Errors) < 5 {
 			ph.Errors = append(ph.Errors, fmt.Sprintf("%s: %v", r.name(), err))
 		}

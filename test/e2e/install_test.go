@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -115,7 +116,7 @@ func TestOverlaysInstall(t *testing.T) {
 				name = "gatefold-mutating-webhook-configuration"
 			}
 			get(t, c, client.ObjectKey{Name: name}, obj)
-			if got := obj.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != "gatefold-system/gatefold-serving-cert" {
+			if got := obj.GetAnnotations()[cmapi.WantInjectAnnotation]; got != "gatefold-system/gatefold-serving-cert" {
 				t.Errorf("%s inject-ca-from = %q, want gatefold-system/gatefold-serving-cert", name, got)
 			}
 		}
