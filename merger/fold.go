@@ -83,7 +83,7 @@ func Fold(in Input) Result {
 		lf := &fragments[i]
 		if allowed, why := webhook.NamespaceAllowed(in.Gateway, lf.Namespace, in.NamespaceLabels[lf.Namespace]); !allowed {
 			res.Statuses[keyOf(lf)] = notAccepted(lf, v1alpha1.FragmentReasonNotAllowed,
-				fmt.Sprintf("Gateway %s does not allow listeners from namespace %s: %s", klogKey(in.Gateway), lf.Namespace, why))
+				fmt.Sprintf("Gateway %s does not allow listeners from namespace %s: %s", gatewayKey(in.Gateway), lf.Namespace, why))
 			continue
 		}
 		outcomes, listeners := b.place(lf)
@@ -106,7 +106,7 @@ func keyOf(lf *v1alpha1.ListenerFragment) types.NamespacedName {
 	return types.NamespacedName{Namespace: lf.Namespace, Name: lf.Name}
 }
 
-func klogKey(gw *gwv1.Gateway) string { return gw.Namespace + "/" + gw.Name }
+func gatewayKey(gw *gwv1.Gateway) string { return gw.Namespace + "/" + gw.Name }
 
 // ownListeners are the Gateway's listeners that gatefold neither applied nor
 // would name: those other managers own.
@@ -154,7 +154,7 @@ type portUse struct {
 }
 
 func newBoard(gw *gwv1.Gateway, own []gwv1.Listener) *board {
-	b := &board{gateway: klogKey(gw), names: sets.New[gwv1.SectionName](), tuples: map[webhook.Tuple]holder{}, ports: map[gwv1.PortNumber]portUse{}}
+	b := &board{gateway: gatewayKey(gw), names: sets.New[gwv1.SectionName](), tuples: map[webhook.Tuple]holder{}, ports: map[gwv1.PortNumber]portUse{}}
 	for _, l := range own {
 		b.take(l, holder{listener: l.Name})
 	}

@@ -105,7 +105,7 @@ func fragmentStatus(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []
 		st.Listeners = append(st.Listeners, ls)
 	}
 
-	gwKey := klogKey(gw)
+	gwKey := gatewayKey(gw)
 	switch {
 	case folded == 0 && tooMany == len(outcomes):
 		st.Conditions = notAccepted(lf, v1alpha1.FragmentReasonTooManyListeners,

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -13,14 +12,12 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/cert-manager/cert-manager/pkg/controller/cainjector"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -105,24 +102,5 @@ func TestCertManagerCAInjectorHonoursTheDefaultOverlay(t *testing.T) {
 		}
 	}()
 
-	want := secret.Data["ca.crt"]
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		get(t, env.Client, client.ObjectKey{Name: "gatefold-mutating-webhook-configuration"}, m)
-		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		get(t, env.Client, client.ObjectKey{Name: "gatefold-validating-webhook-configuration"}, v)
-		injected := len(v.Webhooks) == 2
-		for _, w := range m.Webhooks {
-			injected = injected && bytes.Equal(w.ClientConfig.CABundle, want)
-		}
-		for _, w := range v.Webhooks {
-			injected = injected && bytes.Equal(w.ClientConfig.CABundle, want)
-		}
-		if injected {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cert-manager's CA injector did not fill caBundle from Secret %s/%s within 30s", secret.Namespace, secret.Name)
-		}
-	}
+	checkInjected(t, env.Client, secret.Data["ca.crt"])
 }

@@ -169,12 +169,12 @@ func TestSelfSignedCertificatesEndToEnd(t *testing.T) {
 	checkInjected(t, c, ca.Data[certs.CABundleKey])
 }
 
-// checkInjected checks that every webhook trusts exactly bundle, and that
-// the injector owns caBundle and nothing else.
+// checkInjected waits until every webhook trusts exactly bundle, and checks
+// that gatefold's injector, where it wrote, owns caBundle and nothing else.
 func checkInjected(t *testing.T, c client.Client, bundle []byte) {
 	t.Helper()
 	var configs []client.Object
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		get(t, c, client.ObjectKey{Name: "gatefold-mutating-webhook-configuration"}, m)
 		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
