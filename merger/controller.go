@@ -34,7 +34,7 @@ const FieldOwner = "gatefold"
 type Reconciler struct {
 	// Client reads from the cache and writes to the API server.
 	Client client.Client
-	// Recorder records events on fragments.
+	// Recorder records events on fragments and Gateways.
 	Recorder events.EventRecorder
 	// ManageReferenceGrants keeps a ReferenceGrant per fragment that lets
 	// the Gateway read the fragment's certificate Secrets.
