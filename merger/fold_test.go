@@ -16,23 +16,16 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/test/fixture"
 	"github.com/gatefold/gatefold/webhook"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func entry(name string, port gwv1.PortNumber, p gwv1.ProtocolType, host string) gwv1.ListenerEntry {
-	e := gwv1.ListenerEntry{Name: gwv1.SectionName(name), Port: port, Protocol: p}
-	if host != "" {
-		e.Hostname = ptr.To(gwv1.Hostname(host))
-	}
-	return e
-}
-
-func own(name string, port gwv1.PortNumber, p gwv1.ProtocolType, host string) gwv1.Listener {
-	e := entry(name, port, p, host)
-	return gwv1.Listener{Name: e.Name, Port: e.Port, Protocol: e.Protocol, Hostname: e.Hostname}
-}
+var (
+	entry = fixture.Entry
+	own   = fixture.Own
+)
 
 // fragment is ns/name created `age` seconds after the epoch.
 func fragment(ns, name string, created int, ls ...gwv1.ListenerEntry) v1alpha1.ListenerFragment {

@@ -9,20 +9,13 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/test/fixture"
 )
 
-func entry(name string, port gwv1.PortNumber, p gwv1.ProtocolType, host string) gwv1.ListenerEntry {
-	e := gwv1.ListenerEntry{Name: gwv1.SectionName(name), Port: port, Protocol: p}
-	if host != "" {
-		e.Hostname = ptr.To(gwv1.Hostname(host))
-	}
-	return e
-}
-
-func gwListener(name string, port gwv1.PortNumber, p gwv1.ProtocolType, host string) gwv1.Listener {
-	e := entry(name, port, p, host)
-	return gwv1.Listener{Name: e.Name, Port: e.Port, Protocol: e.Protocol, Hostname: e.Hostname}
-}
+var (
+	entry      = fixture.Entry
+	gwListener = fixture.Own
+)
 
 func TestCheckAgainstListeners(t *testing.T) {
 	tests := map[string]struct {
