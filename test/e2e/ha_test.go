@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -180,7 +179,7 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 		}
 		got = got[:0]
 		for _, l := range current.Spec.Listeners {
-			got = append(got, strings.TrimSpace(fmt.Sprintf("%s %d/%s %s", l.Name, l.Port, l.Protocol, deref(l.Hostname))))
+			got = append(got, fixture.Summary(l))
 		}
 		slices.Sort(got)
 		if slices.Equal(want, got) {
@@ -264,13 +263,6 @@ func waitAllAccepted(t *testing.T, c client.Client, n int) {
 	}
 }
 
-func deref(h *gwv1.Hostname) string {
-	if h == nil {
-		return ""
-	}
-	return string(*h)
-}
-
 // waitLeader waits until one of the replicas logs that it leads.
 func waitLeader(t *testing.T, replicas []*replica) *replica {
 	t.Helper()
@@ -287,41 +279,18 @@ func waitLeader(t *testing.T, replicas []*replica) *replica {
 	return nil
 }
 
-// auditEvent is the part of an audit.k8s.io/v1 Event the test reads.
-type auditEvent struct {
-	Verb      string `json:"verb"`
-	UserAgent string `json:"userAgent"`
-	ObjectRef struct {
-		Resource    string `json:"resource"`
-		Subresource string `json:"subresource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-	} `json:"objectRef"`
-	ResponseStatus struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-	StageTimestamp time.Time `json:"stageTimestamp"`
-}
-
 // checkOnlyLeadersWrote reads the audit log: every merger write (Gateways,
 // fragment statuses, ReferenceGrants) came from the first leader, or from the
 // second after it took the lease; the replica that never led wrote nothing.
 func checkOnlyLeadersWrote(t *testing.T, audit string, first, second *replica, rest []*replica) {
 	t.Helper()
-	f, err := os.Open(audit)
+	events, err := testenv.ReadAuditLog(audit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	writes := map[string]int{}
 	secondLeads := second.ledSince(t)
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var e auditEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("Reading the audit log: %v", err)
-		}
+	for _, e := range events {
 		agent := e.UserAgent
 		if !strings.HasPrefix(agent, "gatefold/") {
 			continue

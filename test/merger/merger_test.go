@@ -70,7 +70,7 @@ func eventually(t *testing.T, check func() error) {
 func listeners(gw *gwv1.Gateway) []string {
 	var out []string
 	for _, l := range gw.Spec.Listeners {
-		out = append(out, strings.TrimSpace(fmt.Sprintf("%s %d/%s %s", l.Name, l.Port, l.Protocol, ptr.Deref(l.Hostname, ""))))
+		out = append(out, fixture.Summary(l))
 	}
 	return out
 }
@@ -142,7 +142,7 @@ func listenerCondition(lf *v1alpha1.ListenerFragment, listener, condition string
 }
 
 func tcp(name string, port gwv1.PortNumber) gwv1.ListenerEntry {
-	return gwv1.ListenerEntry{Name: gwv1.SectionName(name), Port: port, Protocol: gwv1.TCPProtocolType}
+	return fixture.Entry(name, port, gwv1.TCPProtocolType, "")
 }
 
 func TestFoldCreateUpdateDelete(t *testing.T) {
