@@ -7,7 +7,7 @@ COPY api/ api/
 COPY certs/ certs/
 COPY cmd/ cmd/
 COPY merger/ merger/
-COPY test/testenv/ test/testenv/
+COPY internal/ internal/
 COPY webhook/ webhook/
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/gatefold ./cmd/gatefold

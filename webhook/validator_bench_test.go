@@ -21,7 +21,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/api/v1alpha1"
-	"github.com/gatefold/gatefold/test/testenv"
+	"github.com/gatefold/gatefold/internal/devenv"
 )
 
 // BenchmarkValidateCreate is the validating handler's cost for one new
@@ -32,7 +32,7 @@ import (
 // skew later iterations.
 func BenchmarkValidateCreate(b *testing.B) {
 	logf.SetLogger(logr.Discard())
-	env, err := testenv.Start(testenv.Options{})
+	env, err := devenv.Start(devenv.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -24,7 +24,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/certs"
-	"github.com/gatefold/gatefold/test/testenv"
+	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/webhook"
 )
 
@@ -48,7 +48,7 @@ func runDev(args []string) error {
 	defer stop()
 
 	fmt.Println("Starting the control plane...")
-	env, err := testenv.Start(testenv.Options{AssetsDir: *assets, Webhooks: true})
+	env, err := devenv.Start(devenv.Options{AssetsDir: *assets, Webhooks: true})
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ Press Ctrl-C to stop; the control plane and its data go with it.
 	}
 }
 
-func writeKubeconfig(env *testenv.Env, path string) (string, error) {
+func writeKubeconfig(env *devenv.Env, path string) (string, error) {
 	kc, err := env.Kubeconfig()
 	if err != nil {
 		return "", err
@@ -109,7 +109,7 @@ func writeKubeconfig(env *testenv.Env, path string) (string, error) {
 
 // startDevManager runs one replica, without leader election, serving the
 // webhooks the control plane was configured to call.
-func startDevManager(ctx context.Context, env *testenv.Env) (<-chan error, error) {
+func startDevManager(ctx context.Context, env *devenv.Env) (<-chan error, error) {
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: devNamespace}}); err != nil {
 		return nil, fmt.Errorf("creating namespace %s: %w", devNamespace, err)
 	}
@@ -131,9 +131,9 @@ func startDevManager(ctx context.Context, env *testenv.Env) (<-chan error, error
 
 // applySamples applies the samples with kubectl once the webhooks answer,
 // then prints what the merger made of them.
-func applySamples(ctx context.Context, env *testenv.Env, kubectl, kubeconfig, dir string) error {
+func applySamples(ctx context.Context, env *devenv.Env, kubectl, kubeconfig, dir string) error {
 	if dir == "" {
-		root, err := testenv.RepoRoot()
+		root, err := devenv.RepoRoot()
 		if err != nil {
 			return err
 		}

@@ -27,7 +27,7 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/gatefold/gatefold/api/scheme"
-	"github.com/gatefold/gatefold/test/testenv"
+	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/webhook"
 )
 
@@ -40,7 +40,7 @@ const (
 )
 
 var (
-	env *testenv.Env
+	env *devenv.Env
 	// served counts the admission requests each replica was sent.
 	served [replicas]atomic.Int64
 	// caches are the replicas' informer caches.
@@ -54,7 +54,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	var err error
-	env, err = testenv.Start(testenv.Options{Webhooks: true})
+	env, err = devenv.Start(devenv.Options{Webhooks: true})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "Starting the control plane: %v\n", err)
 		return 1

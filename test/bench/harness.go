@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gatefold/gatefold/api/scheme"
+	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/test/testenv"
 )
 
@@ -30,7 +31,7 @@ const systemNamespace = "gatefold-system"
 
 // harness holds the control plane and the gatefold processes under test.
 type harness struct {
-	env        *testenv.Env
+	env        *devenv.Env
 	bin        string
 	dir        string
 	kubeconfig string
@@ -43,7 +44,7 @@ type harness struct {
 	observer client.WithWatch
 }
 
-func newHarness(env *testenv.Env, bin, dir string) (*harness, error) {
+func newHarness(env *devenv.Env, bin, dir string) (*harness, error) {
 	h := &harness{env: env, bin: bin, dir: dir, audit: filepath.Join(dir, "audit.log")}
 	kc, err := env.Kubeconfig()
 	if err != nil {

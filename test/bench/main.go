@@ -19,7 +19,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/gatefold/gatefold/test/testenv"
+	"github.com/gatefold/gatefold/internal/devenv"
 )
 
 // Params are the workload's sizes; flags set them.
@@ -81,7 +81,7 @@ func run() error {
 
 	started := time.Now()
 	progress("Starting the control plane")
-	env, err := testenv.Start(testenv.Options{Webhooks: true, AuditLog: filepath.Join(dir, "audit.log")})
+	env, err := devenv.Start(devenv.Options{Webhooks: true, AuditLog: filepath.Join(dir, "audit.log")})
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/gatefold/gatefold/test/testenv"
+	"github.com/gatefold/gatefold/internal/devenv"
 )
 
 // issuedSecret is the Secret cert-manager writes for Certificate
@@ -63,7 +63,7 @@ func issuedSecret(t *testing.T) *corev1.Secret {
 // into both webhook configurations.
 func TestCertManagerCAInjectorHonoursTheDefaultOverlay(t *testing.T) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	env, kubeconfig := startControlPlane(t, testenv.Options{CRDDir: emptyCRDDir(t)})
+	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t)})
 	kubectl(t, env, kubeconfig, "apply", "--server-side", "-f", certManagerCRDs(t))
 	kubectl(t, env, kubeconfig, "apply", "--server-side", "-k", overlay(t, "default"))
 	ctx, cancel := context.WithCancel(context.Background())

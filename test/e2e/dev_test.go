@@ -15,13 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatefold/gatefold/test/testenv"
+	"github.com/gatefold/gatefold/internal/devenv"
 )
 
 // buildGatefold builds the binary under test into a temporary folder.
 func buildGatefold(t *testing.T) string {
 	t.Helper()
-	root, err := testenv.RepoRoot()
+	root, err := devenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func childPIDs(t *testing.T, pid int) []string {
 }
 
 func TestDevServesCRDsAndStopsCleanly(t *testing.T) {
-	assets, err := testenv.FindAssets("")
+	assets, err := devenv.FindAssets("")
 	if err != nil {
 		t.Fatal(err)
 	}

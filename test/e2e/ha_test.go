@@ -23,6 +23,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/test/fixture"
 	"github.com/gatefold/gatefold/test/testenv"
 )
@@ -79,7 +80,7 @@ func freePort(t *testing.T) int {
 func TestLeaderFailoverLosesNothing(t *testing.T) {
 	dir := t.TempDir()
 	audit := filepath.Join(dir, "audit.log")
-	env, kubeconfig := startControlPlane(t, testenv.Options{AuditLog: audit})
+	env, kubeconfig := startControlPlane(t, devenv.Options{AuditLog: audit})
 	ctx := context.Background()
 	for _, ns := range []string{haNamespace, "infra", "team-a", "team-b"} {
 		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gatefold/gatefold/test/testenv"
+	"github.com/gatefold/gatefold/internal/devenv"
 )
 
 const installNamespace = "gatefold-system"
@@ -27,7 +27,7 @@ const installNamespace = "gatefold-system"
 // go.mod: the real CRDs the default overlay's objects must satisfy.
 func certManagerCRDs(t *testing.T) string {
 	t.Helper()
-	root, err := testenv.RepoRoot()
+	root, err := devenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func certManagerCRDs(t *testing.T) string {
 
 func overlay(t *testing.T, name string) string {
 	t.Helper()
-	root, err := testenv.RepoRoot()
+	root, err := devenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func managerDeployment(t *testing.T, c client.Client) *appsv1.Deployment {
 // a user does, one after another on one control plane (so each apply is also
 // an upgrade from the previous), and checks what each installs.
 func TestOverlaysInstall(t *testing.T) {
-	env, kubeconfig := startControlPlane(t, testenv.Options{CRDDir: emptyCRDDir(t)})
+	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t)})
 	c := env.Client
 	kubectl(t, env, kubeconfig, "apply", "--server-side", "-f", certManagerCRDs(t))
 

@@ -6,14 +6,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/gatefold/gatefold/test/testenv"
+	"github.com/gatefold/gatefold/internal/devenv"
 )
 
 // startControlPlane starts a control plane for one test and writes an
 // administrator's kubeconfig for the processes the test runs.
-func startControlPlane(t *testing.T, opts testenv.Options) (*testenv.Env, string) {
+func startControlPlane(t *testing.T, opts devenv.Options) (*devenv.Env, string) {
 	t.Helper()
-	env, err := testenv.Start(opts)
+	env, err := devenv.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func startControlPlane(t *testing.T, opts testenv.Options) (*testenv.Env, string
 
 // kubectl runs the kubectl built beside the control plane and returns its
 // combined output, failing the test when it fails.
-func kubectl(t *testing.T, env *testenv.Env, kubeconfig string, args ...string) string {
+func kubectl(t *testing.T, env *devenv.Env, kubeconfig string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)

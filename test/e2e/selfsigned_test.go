@@ -23,8 +23,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/certs"
+	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/test/fixture"
-	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // pointWebhooksAt makes the installed webhook configurations call a local
@@ -82,7 +82,7 @@ func servedCertificate(t *testing.T, addr string) (serial, issuer string) {
 // over that TLS, through renewals of the serving certificate and a rotation
 // of the CA, without one failed admission request.
 func TestSelfSignedCertificatesEndToEnd(t *testing.T) {
-	env, kubeconfig := startControlPlane(t, testenv.Options{CRDDir: emptyCRDDir(t)})
+	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t)})
 	c := env.Client
 	ctx := context.Background()
 	kubectl(t, env, kubeconfig, "apply", "--server-side", "-k", overlay(t, "self-signed"))

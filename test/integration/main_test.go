@@ -7,14 +7,14 @@ import (
 	"os"
 	"testing"
 
-	"github.com/gatefold/gatefold/test/testenv"
+	"github.com/gatefold/gatefold/internal/devenv"
 )
 
-var env *testenv.Env
+var env *devenv.Env
 
 func TestMain(m *testing.M) {
 	var err error
-	env, err = testenv.Start(testenv.Options{})
+	env, err = devenv.Start(devenv.Options{})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "Starting the control plane: %v\n", err)
 		os.Exit(1)

@@ -17,13 +17,13 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/gatefold/gatefold/api/scheme"
+	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/merger"
-	"github.com/gatefold/gatefold/test/testenv"
 	"github.com/gatefold/gatefold/webhook"
 )
 
 var (
-	env *testenv.Env
+	env *devenv.Env
 	// cache is the merger's informer cache.
 	cache client.Reader
 )
@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	var err error
-	env, err = testenv.Start(testenv.Options{})
+	env, err = devenv.Start(devenv.Options{})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "Starting the control plane: %v\n", err)
 		return 1

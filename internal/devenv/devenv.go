@@ -1,9 +1,9 @@
-// Package testenv starts gatefold's real control plane: kube-apiserver and
+// Package devenv starts gatefold's real control plane: kube-apiserver and
 // etcd built from Go modules by test/controlplane, with the Gateway API
 // standard CRDs read from the gateway-api module on disk and gatefold's own
 // CRDs from config/crd. Integration tests and `gatefold dev` share it. It never
 // fakes a server: without the binaries it fails and says how to build them.
-package testenv
+package devenv
 
 import (
 	"bytes"
