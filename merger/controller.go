@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -21,12 +20,8 @@ import (
 	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
-	"github.com/gatefold/gatefold/webhook"
+	"github.com/gatefold/gatefold/rules"
 )
-
-// FieldOwner is the field manager of everything the merger applies: the
-// Gateway listeners it folds, fragment statuses and ReferenceGrants.
-const FieldOwner = "gatefold"
 
 // Reconciler folds the fragments of one Gateway, the request's key, and
 // writes the difference: the Gateway's listeners, the fragments' statuses
@@ -85,10 +80,10 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 		return in, fmt.Errorf("reading Gateway %s: %w", key, err)
 	default:
 		in.Gateway = gw
-		in.Managed = managedListeners(gw)
+		in.Managed = rules.ManagedListeners(gw)
 	}
 	list := &v1alpha1.ListenerFragmentList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{webhook.ParentIndex: key.String()}); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{rules.ParentIndex: key.String()}); err != nil {
 		return in, fmt.Errorf("listing fragments of Gateway %s: %w", key, err)
 	}
 	for _, lf := range list.Items {
@@ -106,34 +101,6 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 		in.NamespaceLabels[lf.Namespace] = ns.Labels
 	}
 	return in, nil
-}
-
-// managedListeners returns the names of the Gateway's listeners that
-// FieldOwner applied, from the Gateway's managedFields.
-func managedListeners(gw *gwv1.Gateway) sets.Set[gwv1.SectionName] {
-	names := sets.New[gwv1.SectionName]()
-	for _, mf := range gw.ManagedFields {
-		if mf.Manager != FieldOwner || mf.Subresource != "" || mf.FieldsV1 == nil {
-			continue
-		}
-		var fields struct {
-			Spec struct {
-				Listeners map[string]json.RawMessage `json:"f:listeners"`
-			} `json:"f:spec"`
-		}
-		if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields); err != nil {
-			continue
-		}
-		for k := range fields.Spec.Listeners {
-			var item struct {
-				Name gwv1.SectionName `json:"name"`
-			}
-			if key, ok := strings.CutPrefix(k, "k:"); ok && json.Unmarshal([]byte(key), &item) == nil && item.Name != "" {
-				names.Insert(item.Name)
-			}
-		}
-	}
-	return names
 }
 
 // listenersChanged reports whether applying `desired` would change the
@@ -156,7 +123,7 @@ func listenersChanged(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], desi
 }
 
 // applyListeners server-side applies exactly gatefold's listeners: entries
-// FieldOwner applied before and no longer sends are removed, listeners of
+// rules.FieldManager applied before and no longer sends are removed, listeners of
 // other managers are neither sent nor touched.
 func (r *Reconciler) applyListeners(ctx context.Context, gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], desired []gwv1.Listener) error {
 	if !listenersChanged(gw, managed, desired) {
@@ -173,7 +140,7 @@ func (r *Reconciler) applyListeners(ctx context.Context, gw *gwv1.Gateway, manag
 	}
 	before := gw.ResourceVersion
 	applied := gwapply.Gateway(gw.Name, gw.Namespace).WithSpec(spec)
-	if err := r.Client.Apply(ctx, applied, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Client.Apply(ctx, applied, client.FieldOwner(rules.FieldManager), client.ForceOwnership); err != nil {
 		gatewayApplies.WithLabelValues(resultError).Inc()
 		// The Gateway's owner sees why its fragments' listeners are not landing.
 		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "ApplyFailed", "Fold", "Applying %d gatefold listeners failed: %v", len(desired), err)

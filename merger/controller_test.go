@@ -3,28 +3,9 @@ package merger
 import (
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
-
-func TestManagedListeners(t *testing.T) {
-	fields := metav1.NewFieldsV1
-	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
-		{Manager: FieldOwner, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: fields(
-			`{"f:spec":{"f:listeners":{"k:{\"name\":\"ours-a\"}":{".":{},"f:port":{}},"k:{\"name\":\"ours-b\"}":{".":{}}}}}`)},
-		// The status subresource and other managers do not count.
-		{Manager: FieldOwner, Operation: metav1.ManagedFieldsOperationApply, Subresource: "status", FieldsV1: fields(
-			`{"f:spec":{"f:listeners":{"k:{\"name\":\"not-spec\"}":{}}}}`)},
-		{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: fields(
-			`{"f:spec":{"f:listeners":{"k:{\"name\":\"human\"}":{".":{}}}}}`)},
-	}}}
-	want := sets.New[gwv1.SectionName]("ours-a", "ours-b")
-	if diff := cmp.Diff(sets.List(want), sets.List(managedListeners(gw))); diff != "" {
-		t.Errorf("Managed listeners (-want +got):\n%s", diff)
-	}
-}
 
 func TestListenersChanged(t *testing.T) {
 	l := func(name string, port gwv1.PortNumber) gwv1.Listener {

@@ -3,7 +3,6 @@ package merger
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -14,11 +13,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
-	"github.com/gatefold/gatefold/webhook"
+	"github.com/gatefold/gatefold/rules"
 )
-
-// MaxListeners is the most listeners a Gateway's spec may hold.
-const MaxListeners = 64
 
 // Input is everything the fold reads for one Gateway.
 type Input struct {
@@ -73,15 +69,15 @@ func Fold(in Input) Result {
 		for i := range fragments {
 			lf := &fragments[i]
 			res.Statuses[keyOf(lf)] = notAccepted(lf, v1alpha1.FragmentReasonParentNotAccepted,
-				fmt.Sprintf("Gateway %s does not exist", webhook.ParentOf(lf)))
+				fmt.Sprintf("Gateway %s does not exist", rules.ParentOf(lf)))
 		}
 		return res
 	}
 
-	b := newBoard(in.Gateway, ownListeners(in.Gateway, in.Managed, fragments))
+	b := &board{gateway: gatewayKey(in.Gateway), Board: rules.OwnBoard(rules.OwnListeners(in.Gateway, in.Managed, fragments))}
 	for i := range fragments {
 		lf := &fragments[i]
-		if allowed, why := webhook.NamespaceAllowed(in.Gateway, lf.Namespace, in.NamespaceLabels[lf.Namespace]); !allowed {
+		if allowed, why := rules.NamespaceAllowed(in.Gateway, lf.Namespace, in.NamespaceLabels[lf.Namespace]); !allowed {
 			res.Statuses[keyOf(lf)] = notAccepted(lf, v1alpha1.FragmentReasonNotAllowed,
 				fmt.Sprintf("Gateway %s does not allow listeners from namespace %s: %s", gatewayKey(in.Gateway), lf.Namespace, why))
 			continue
@@ -108,69 +104,10 @@ func keyOf(lf *v1alpha1.ListenerFragment) types.NamespacedName {
 
 func gatewayKey(gw *gwv1.Gateway) string { return gw.Namespace + "/" + gw.Name }
 
-// ownListeners are the Gateway's listeners that gatefold neither applied nor
-// would name: those other managers own.
-func ownListeners(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], fragments []v1alpha1.ListenerFragment) []gwv1.Listener {
-	var own []gwv1.Listener
-	for _, i := range webhook.OwnListenerIndexes(gw, fragments) {
-		if l := gw.Spec.Listeners[i]; !managed.Has(l.Name) {
-			own = append(own, l)
-		}
-	}
-	return own
-}
-
-// holder is who took a tuple or a port first, as a fragment's owner may
-// read it.
-type holder struct {
-	namespace string // "" for the Gateway's own listeners
-	fragment  string
-	listener  gwv1.SectionName
-}
-
-func (h holder) describe(requesterNS string) string {
-	switch {
-	case h.namespace == "":
-		return fmt.Sprintf("the Gateway's own listener %q", h.listener)
-	case h.namespace == requesterNS:
-		return fmt.Sprintf("listener %q of ListenerFragment %s", h.listener, h.fragment)
-	default:
-		return "a ListenerFragment in another namespace"
-	}
-}
-
 // board is the Gateway's listeners as the fold fills it.
 type board struct {
+	*rules.Board
 	gateway string
-	names   sets.Set[gwv1.SectionName]
-	tuples  map[webhook.Tuple]holder
-	ports   map[gwv1.PortNumber]portUse
-	count   int
-}
-
-type portUse struct {
-	class  webhook.Class
-	holder holder
-}
-
-func newBoard(gw *gwv1.Gateway, own []gwv1.Listener) *board {
-	b := &board{gateway: gatewayKey(gw), names: sets.New[gwv1.SectionName](), tuples: map[webhook.Tuple]holder{}, ports: map[gwv1.PortNumber]portUse{}}
-	for _, l := range own {
-		b.take(l, holder{listener: l.Name})
-	}
-	return b
-}
-
-func (b *board) take(l gwv1.Listener, h holder) {
-	b.names.Insert(l.Name)
-	t := webhook.TupleOf(l.Port, l.Protocol, l.Hostname)
-	if _, taken := b.tuples[t]; !taken {
-		b.tuples[t] = h
-	}
-	if _, used := b.ports[l.Port]; !used {
-		b.ports[l.Port] = portUse{class: webhook.ClassOf(l.Protocol), holder: h}
-	}
-	b.count++
 }
 
 // place decides every listener of one fragment. A fragment's listeners that
@@ -183,7 +120,7 @@ func (b *board) place(lf *v1alpha1.ListenerFragment) ([]Outcome, []gwv1.Listener
 	var foldedIdx []int
 	// Within the fragment, earlier listeners win too; track them apart from
 	// the board until the fragment is known to fit.
-	local := &board{gateway: b.gateway, names: b.names.Clone(), tuples: maps.Clone(b.tuples), ports: maps.Clone(b.ports), count: b.count}
+	local := &board{Board: b.Clone(), gateway: b.gateway}
 	for i, e := range lf.Spec.Listeners {
 		l := Listener(lf, e)
 		outcomes[i] = Outcome{Fragment: key, Listener: e.Name}
@@ -191,19 +128,19 @@ func (b *board) place(lf *v1alpha1.ListenerFragment) ([]Outcome, []gwv1.Listener
 			outcomes[i].Reason, outcomes[i].Message = reason, msg
 			continue
 		}
-		local.take(l, holder{namespace: lf.Namespace, fragment: lf.Name, listener: e.Name})
+		local.Take(l.Name, rules.Holder{Namespace: lf.Namespace, Fragment: lf.Name, Listener: e.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)})
 		folded = append(folded, l)
 		foldedIdx = append(foldedIdx, i)
 	}
-	if b.count+len(folded) > MaxListeners {
+	if b.Len()+len(folded) > rules.MaxListeners {
 		for _, i := range foldedIdx {
 			outcomes[i].Reason = gwv1.ListenerEntryReasonTooManyListeners
 			outcomes[i].Message = fmt.Sprintf("Gateway %s has %d of its %d listeners taken and this fragment needs %d: move the fragment to another Gateway or remove listeners",
-				b.gateway, b.count, MaxListeners, len(folded))
+				b.gateway, b.Len(), rules.MaxListeners, len(folded))
 		}
 		return outcomes, nil
 	}
-	*b = *local
+	b.Board = local.Board
 	for _, i := range foldedIdx {
 		outcomes[i].Reason = gwv1.ListenerEntryReasonAccepted
 		outcomes[i].Message = fmt.Sprintf("Folded into Gateway %s as listener %q", b.gateway, v1alpha1.ListenerName(lf.Namespace, lf.Name, lf.Spec.Listeners[i].Name))
@@ -213,23 +150,16 @@ func (b *board) place(lf *v1alpha1.ListenerFragment) ([]Outcome, []gwv1.Listener
 
 // conflict says whether l may be added, and if not, why.
 func (b *board) conflict(l gwv1.Listener, requesterNS string) (gwv1.ListenerEntryConditionReason, string, bool) {
-	t := webhook.TupleOf(l.Port, l.Protocol, l.Hostname)
-	if u, used := b.ports[l.Port]; used && u.class != webhook.ClassOf(l.Protocol) {
-		return gwv1.ListenerEntryReasonProtocolConflict,
-			fmt.Sprintf("Port %d on Gateway %s carries %s, which cannot share a port with %s: choose another port", l.Port, b.gateway, u.holder.describe(requesterNS), l.Protocol), false
+	e := rules.EntryOf(l.Port, l.Protocol, l.Hostname)
+	if c := b.Conflict(e); c != nil {
+		return gwv1.ListenerEntryConditionReason(c.Reason), c.Message(e, b.gateway, requesterNS), false
 	}
-	if h, taken := b.tuples[t]; taken {
-		return gwv1.ListenerEntryReasonHostnameConflict,
-			fmt.Sprintf("%s is already taken on Gateway %s by %s: choose another hostname or port", capitalise(t.String()), b.gateway, h.describe(requesterNS)), false
-	}
-	if b.names.Has(l.Name) {
+	if b.HasName(l.Name) {
 		return gwv1.ListenerEntryReasonListenerConflict,
 			fmt.Sprintf("Gateway %s already has a listener named %q that gatefold does not manage: rename or remove that listener", b.gateway, l.Name), false
 	}
 	return "", "", true
 }
-
-func capitalise(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 
 // Listener returns the Gateway listener a fragment's listener folds into:
 // named by v1alpha1.ListenerName, with namespace-relative references made

@@ -16,8 +16,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/fixture"
-	"github.com/gatefold/gatefold/webhook"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -92,26 +92,34 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 			fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0, https("web", "app.example.com"))},
 			want:      []string{"a/f/web: HostnameConflict"},
 		},
-		"HTTP and HTTPS with one hostname on one port conflict": {
+		"HTTP on an HTTPS port is a protocol conflict, whatever the hostname": {
 			gateway: gateway(gwv1.NamespacesFromAll),
 			fragments: []v1alpha1.ListenerFragment{
 				fragment("a", "f", 0, https("web", "app.example.com")),
 				fragment("a", "g", 1, entry("web", 443, gwv1.HTTPProtocolType, "app.example.com")),
 			},
-			want: []string{"a/f/web: Accepted", "a/g/web: HostnameConflict"},
+			want: []string{"a/f/web: Accepted", "a/g/web: ProtocolConflict"},
+		},
+		"UDP beside HTTPS is folded (HTTP/3)": {
+			gateway: gateway(gwv1.NamespacesFromAll),
+			fragments: []v1alpha1.ListenerFragment{
+				fragment("a", "f", 0, https("web", "app.example.com")),
+				fragment("a", "g", 1, entry("h3", 443, gwv1.UDPProtocolType, "")),
+			},
+			want: []string{"a/f/web: Accepted", "a/g/h3: Accepted"},
 		},
 		"HTTP on a TCP port is a protocol conflict": {
 			gateway:   gateway(gwv1.NamespacesFromAll, own("db", 5432, gwv1.TCPProtocolType, "")),
 			fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0, entry("web", 5432, gwv1.HTTPProtocolType, "app.example.com"))},
 			want:      []string{"a/f/web: ProtocolConflict"},
 		},
-		"TCP and UDP share a port": {
+		"TCP and UDP share a port, a second TCP listener does not": {
 			gateway: gateway(gwv1.NamespacesFromAll, own("dns", 53, gwv1.UDPProtocolType, "")),
 			fragments: []v1alpha1.ListenerFragment{
 				fragment("a", "f", 0, entry("dns", 53, gwv1.TCPProtocolType, "")),
 				fragment("a", "g", 1, entry("dns", 53, gwv1.TCPProtocolType, "")),
 			},
-			want: []string{"a/f/dns: Accepted", "a/g/dns: HostnameConflict"},
+			want: []string{"a/f/dns: Accepted", "a/g/dns: ProtocolConflict"},
 		},
 		"a missing hostname differs from a set one": {
 			gateway:   gateway(gwv1.NamespacesFromAll, own("catch-all", 443, gwv1.HTTPSProtocolType, "")),
@@ -287,7 +295,7 @@ func TestFoldConflictMessageKeepsOtherTenantsPrivate(t *testing.T) {
 		fragment("shop", "checkout", 1, entry("web", 443, gwv1.HTTPSProtocolType, "app.example.com")),
 	}})
 	msg := r.Outcomes[1].Message
-	want := "Port 443 (HTTP/HTTPS/TLS) with hostname app.example.com is already taken on Gateway infra/shared by a ListenerFragment in another namespace: choose another hostname or port"
+	want := "Hostname app.example.com on port 443 (HTTPS) is already taken on Gateway infra/shared by a listener (HTTPS) of a ListenerFragment in another namespace: choose another hostname or port"
 	if msg != want {
 		t.Errorf("Message = %q, want %q", msg, want)
 	}
@@ -303,34 +311,28 @@ func checkInvariants(t *testing.T, in Input, r Result) {
 		}
 		return
 	}
-	ownLs := ownListeners(in.Gateway, in.Managed, in.Fragments)
-	if n := len(ownLs) + len(r.Listeners); len(r.Listeners) > 0 && n > MaxListeners {
+	ownLs := rules.OwnListeners(in.Gateway, in.Managed, in.Fragments)
+	if n := len(ownLs) + len(r.Listeners); len(r.Listeners) > 0 && n > rules.MaxListeners {
 		t.Fatalf("The Gateway would hold %d listeners", n)
 	}
 	names := sets.New[gwv1.SectionName]()
-	tuples := map[webhook.Tuple]gwv1.SectionName{}
-	ports := map[gwv1.PortNumber]webhook.Class{}
+	var held []rules.Holder
 	for _, l := range ownLs {
 		names.Insert(l.Name)
-		tuples[webhook.TupleOf(l.Port, l.Protocol, l.Hostname)] = l.Name
-		if _, ok := ports[l.Port]; !ok {
-			ports[l.Port] = webhook.ClassOf(l.Protocol)
-		}
+		held = append(held, rules.Holder{Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)})
 	}
 	for _, l := range r.Listeners {
 		if names.Has(l.Name) {
 			t.Fatalf("Listener name %q is repeated", l.Name)
 		}
 		names.Insert(l.Name)
-		tp := webhook.TupleOf(l.Port, l.Protocol, l.Hostname)
-		if other, ok := tuples[tp]; ok {
-			t.Fatalf("Listener %q repeats %s of %q", l.Name, tp, other)
+		e := rules.EntryOf(l.Port, l.Protocol, l.Hostname)
+		for _, h := range held {
+			if c := rules.ConflictOf(e, h); c != nil {
+				t.Fatalf("Listener %q (%s) was folded despite a %s with %q (%s)", l.Name, e, c.Reason, h.Listener, h.Entry)
+			}
 		}
-		tuples[tp] = l.Name
-		if c, ok := ports[l.Port]; ok && c != webhook.ClassOf(l.Protocol) {
-			t.Fatalf("Listener %q mixes protocol classes on port %d", l.Name, l.Port)
-		}
-		ports[l.Port] = webhook.ClassOf(l.Protocol)
+		held = append(held, rules.Holder{Listener: l.Name, Entry: e})
 	}
 	for _, lf := range in.Fragments {
 		if _, ok := r.Statuses[types.NamespacedName{Namespace: lf.Namespace, Name: lf.Name}]; !ok {
@@ -366,7 +368,7 @@ func fuzzInput(data []byte) Input {
 	listener := func(name string) gwv1.ListenerEntry {
 		p := protocols[next()%len(protocols)]
 		host := hosts[next()%len(hosts)]
-		if webhook.ClassOf(p) == webhook.ClassL4 {
+		if g := rules.GroupOf(p); g == rules.GroupTCP || g == rules.GroupUDP {
 			host = ""
 		}
 		return entry(name, ports[next()%len(ports)]+gwv1.PortNumber(next()%24), p, host)
@@ -375,7 +377,7 @@ func fuzzInput(data []byte) Input {
 	gw := gateway(froms[next()%len(froms)])
 	for i := range next() % 70 {
 		e := listener(fmt.Sprintf("own-%d", i))
-		if webhook.ClassOf(e.Protocol) == webhook.ClassL4 {
+		if g := rules.GroupOf(e.Protocol); g == rules.GroupTCP || g == rules.GroupUDP {
 			e.Port = gwv1.PortNumber(20000 + i) // Gateway CEL keeps own listeners distinct
 		}
 		gw.Spec.Listeners = append(gw.Spec.Listeners, gwv1.Listener{Name: e.Name, Port: e.Port, Protocol: e.Protocol, Hostname: ptr.To(gwv1.Hostname(fmt.Sprintf("own-%d.example.com", i)))})

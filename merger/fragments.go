@@ -16,6 +16,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	lfapply "github.com/gatefold/gatefold/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // applyStatus server-side applies a fragment's status when it differs from
@@ -32,7 +33,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, lf *v1alpha1.ListenerFragm
 		return fmt.Errorf("encoding status of ListenerFragment %s: %w", klog.KObj(lf), err)
 	}
 	applied := lfapply.ListenerFragment(lf.Name, lf.Namespace).WithStatus(status)
-	if err := r.Client.Status().Apply(ctx, applied, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Client.Status().Apply(ctx, applied, client.FieldOwner(rules.FieldManager), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // deleted since the cache saw it
 		}

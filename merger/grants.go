@@ -17,6 +17,7 @@ import (
 	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // A folded listener reads its certificate Secrets from the fragment's
@@ -97,12 +98,12 @@ func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragme
 		spec.WithTo(gwapply.ReferenceGrantTo().WithGroup(corev1.GroupName).WithKind("Secret").WithName(gwv1.ObjectName(s)))
 	}
 	grant := gwapply.ReferenceGrant(key.Name, key.Namespace).
-		WithLabels(map[string]string{"app.kubernetes.io/managed-by": FieldOwner}).
+		WithLabels(map[string]string{"app.kubernetes.io/managed-by": rules.FieldManager}).
 		WithOwnerReferences(metaapply.OwnerReference().
 			WithAPIVersion(v1alpha1.GroupVersion.String()).WithKind("ListenerFragment").
 			WithName(lf.Name).WithUID(lf.UID).WithController(true)).
 		WithSpec(spec)
-	if err := r.Client.Apply(ctx, grant, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Client.Apply(ctx, grant, client.FieldOwner(rules.FieldManager), client.ForceOwnership); err != nil {
 		grantWrites.WithLabelValues("apply", resultError).Inc()
 		return fmt.Errorf("applying ReferenceGrant %s: %w", key, err)
 	}

@@ -15,7 +15,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
-	"github.com/gatefold/gatefold/webhook"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // Options configure the merger.
@@ -28,7 +28,7 @@ type Options struct {
 }
 
 // Setup registers the merger with the manager. It runs on the elected
-// leader only, like every controller; webhook.IndexFragmentParents must have
+// leader only, like every controller; rules.IndexFragmentParents must have
 // been registered.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	r := &Reconciler{
@@ -53,7 +53,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 }
 
 func parentOfFragment(_ context.Context, o client.Object) []reconcile.Request {
-	return []reconcile.Request{{NamespacedName: webhook.ParentOf(o.(*v1alpha1.ListenerFragment))}}
+	return []reconcile.Request{{NamespacedName: rules.ParentOf(o.(*v1alpha1.ListenerFragment))}}
 }
 
 // gatewaysOfNamespace maps a namespace whose labels changed to the Gateways
@@ -67,7 +67,7 @@ func (r *Reconciler) gatewaysOfNamespace(ctx context.Context, o client.Object) [
 	seen := map[reconcile.Request]bool{}
 	var out []reconcile.Request
 	for i := range list.Items {
-		req := reconcile.Request{NamespacedName: webhook.ParentOf(&list.Items[i])}
+		req := reconcile.Request{NamespacedName: rules.ParentOf(&list.Items[i])}
 		if !seen[req] {
 			seen[req] = true
 			out = append(out, req)

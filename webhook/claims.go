@@ -21,6 +21,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // A cache read alone cannot make "one listener per tuple" race-free: two
@@ -30,9 +31,9 @@ import (
 // creates one gets AlreadyExists. Claims live in gatefold's namespace, where
 // tenants have no rights, and outlive webhook restarts.
 //
-// Listeners of different classes on one port (HTTP against TCP) conflict too.
-// That is not one name, so after taking its own claim a listener lists the
-// other class's live claims on its port, read from etcd: of two racing
+// Listeners of groups that cannot share a port (HTTP against TCP) conflict
+// too. That is not one name, so after taking its own claim a listener lists
+// the live claims of those groups on its port, read from etcd: of two racing
 // listeners at least one sees the other and backs off.
 //
 // A claim is released when its holder no longer wants it: the fragment is
@@ -43,7 +44,7 @@ import (
 const (
 	claimLabel      = "gatefold.dev/claim"
 	claimPortLabel  = "gatefold.dev/port"
-	claimClassLabel = "gatefold.dev/class"
+	claimGroupLabel = "gatefold.dev/group"
 	claimAnnotation = "gatefold.dev/claim"
 	listenerClaim   = "listener"
 )
@@ -58,15 +59,13 @@ func shortHash(s string) string {
 // Claim is one tuple on one Gateway.
 type Claim struct {
 	Gateway types.NamespacedName `json:"gateway"`
-	Tuple   Tuple                `json:"tuple"`
+	Tuple   rules.Tuple          `json:"tuple"`
 }
 
 // Name is the claim's Lease name: equal claims, equal names.
 func (c Claim) Name() string {
-	return "lfc-" + shortHash(fmt.Sprintf("%s/%d/%s/%s", c.Gateway, c.Tuple.Port, c.Tuple.Protocol, c.Tuple.Hostname))
+	return "lfc-" + shortHash(fmt.Sprintf("%s/%d/%s/%s/%s", c.Gateway, c.Tuple.Port, c.Tuple.Group, c.Tuple.Protocol, c.Tuple.Hostname))
 }
-
-func (c Claim) class() Class { return ClassOf(gwv1.ProtocolType(c.Tuple.Protocol)) }
 
 func portKey(gw types.NamespacedName, port int32) string {
 	return shortHash(fmt.Sprintf("%s/%d", gw, port))
@@ -78,6 +77,8 @@ type Holder struct {
 	Name      string
 	UID       types.UID
 	Listener  string
+	// Entry is what the listener takes.
+	Entry rules.Entry
 }
 
 func (h Holder) identity() string { return h.Namespace + "/" + h.Name + "/" + string(h.UID) }
@@ -86,12 +87,15 @@ func (h Holder) identity() string { return h.Namespace + "/" + h.Name + "/" + st
 type HeldError struct {
 	Claim  Claim
 	Holder Holder
-	// CrossClass is true when the holder is of the other class on the port.
-	CrossClass bool
 }
 
 func (e *HeldError) Error() string {
-	return fmt.Sprintf("%s on Gateway %s is held by listener %q of ListenerFragment %s/%s", e.Claim.Tuple, e.Claim.Gateway, e.Holder.Listener, e.Holder.Namespace, e.Holder.Name)
+	return fmt.Sprintf("%s on Gateway %s is held by listener %q of ListenerFragment %s/%s", e.Holder.Entry, e.Claim.Gateway, e.Holder.Listener, e.Holder.Namespace, e.Holder.Name)
+}
+
+// RulesHolder is the holder as the listener rules describe it.
+func (e *HeldError) RulesHolder() rules.Holder {
+	return rules.Holder{Namespace: e.Holder.Namespace, Fragment: e.Holder.Name, Listener: gwv1.SectionName(e.Holder.Listener), Entry: e.Holder.Entry}
 }
 
 // ClaimStore takes, checks and releases claims.
@@ -108,12 +112,13 @@ type ClaimStore struct {
 }
 
 type claimRecord struct {
-	Claim    Claim  `json:"claim"`
-	Listener string `json:"listener"`
+	Claim    Claim       `json:"claim"`
+	Listener string      `json:"listener"`
+	Entry    rules.Entry `json:"entry"`
 }
 
 func (s *ClaimStore) lease(c Claim, h Holder, now time.Time) *coordinationv1.Lease {
-	rec, _ := json.Marshal(claimRecord{Claim: c, Listener: h.Listener})
+	rec, _ := json.Marshal(claimRecord{Claim: c, Listener: h.Listener, Entry: h.Entry})
 	t := metav1.NewMicroTime(now)
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
@@ -122,7 +127,7 @@ func (s *ClaimStore) lease(c Claim, h Holder, now time.Time) *coordinationv1.Lea
 			Labels: map[string]string{
 				claimLabel:      listenerClaim,
 				claimPortLabel:  portKey(c.Gateway, int32(c.Tuple.Port)),
-				claimClassLabel: string(c.class()),
+				claimGroupLabel: string(c.Tuple.Group),
 			},
 			Annotations: map[string]string{claimAnnotation: string(rec)},
 		},
@@ -144,7 +149,7 @@ func decodeClaim(l *coordinationv1.Lease) (claimRecord, Holder, error) {
 	if len(parts) != 3 {
 		return rec, Holder{}, fmt.Errorf("claim %s has no valid holder", klog.KObj(l))
 	}
-	return rec, Holder{Namespace: parts[0], Name: parts[1], UID: types.UID(parts[2]), Listener: rec.Listener}, nil
+	return rec, Holder{Namespace: parts[0], Name: parts[1], UID: types.UID(parts[2]), Listener: rec.Listener, Entry: rec.Entry}, nil
 }
 
 // Acquire takes claim c for h, or renews it when h holds it already. It
@@ -155,7 +160,7 @@ func (s *ClaimStore) Acquire(ctx context.Context, c Claim, h Holder) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	if err := s.checkCrossClass(ctx, c, h); err != nil {
+	if err := s.checkPortGroups(ctx, c, h); err != nil {
 		if created {
 			_ = s.release(ctx, c.Name(), "")
 		}
@@ -205,21 +210,20 @@ func (s *ClaimStore) acquireName(ctx context.Context, c Claim, h Holder) (bool, 
 	return false, fmt.Errorf("claim %s kept changing: retry", c.Name())
 }
 
-// checkCrossClass fails when a live claim of the other class holds c's port.
-func (s *ClaimStore) checkCrossClass(ctx context.Context, c Claim, h Holder) error {
-	other := ClassL4
-	if c.class() == ClassL4 {
-		other = ClassL7
-	}
+// checkPortGroups fails when a live claim of a group that cannot share a
+// port with c's holds c's port.
+func (s *ClaimStore) checkPortGroups(ctx context.Context, c Claim, h Holder) error {
 	list := &coordinationv1.LeaseList{}
 	if err := s.Reader.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{
-		claimLabel:      listenerClaim,
-		claimPortLabel:  portKey(c.Gateway, int32(c.Tuple.Port)),
-		claimClassLabel: string(other),
+		claimLabel:     listenerClaim,
+		claimPortLabel: portKey(c.Gateway, int32(c.Tuple.Port)),
 	}); err != nil {
 		return fmt.Errorf("listing claims on port %d of Gateway %s: %w", c.Tuple.Port, c.Gateway, err)
 	}
 	for i := range list.Items {
+		if rules.CanSharePort(c.Tuple.Group, rules.Group(list.Items[i].Labels[claimGroupLabel])) {
+			continue
+		}
 		rec, holder, err := decodeClaim(&list.Items[i])
 		if err != nil || holder.identity() == h.identity() || rec.Claim.Gateway != c.Gateway {
 			continue
@@ -229,7 +233,7 @@ func (s *ClaimStore) checkCrossClass(ctx context.Context, c Claim, h Holder) err
 			return err
 		}
 		if !stale {
-			return &HeldError{Claim: rec.Claim, Holder: holder, CrossClass: true}
+			return &HeldError{Claim: rec.Claim, Holder: holder}
 		}
 	}
 	return nil
@@ -248,7 +252,7 @@ func (s *ClaimStore) Check(ctx context.Context, c Claim, h Holder) error {
 			return err
 		}
 	}
-	return s.checkCrossClass(ctx, c, h)
+	return s.checkPortGroups(ctx, c, h)
 }
 
 // mineOrStale says whether h holds the existing claim l on c, and returns a
@@ -366,21 +370,12 @@ func (s *ClaimStore) Run(ctx context.Context, period time.Duration) {
 	}
 }
 
-// ParentOf returns the Gateway a fragment's parentRef names.
-func ParentOf(lf *v1alpha1.ListenerFragment) types.NamespacedName {
-	ns := lf.Namespace
-	if lf.Spec.ParentRef.Namespace != nil && *lf.Spec.ParentRef.Namespace != "" {
-		ns = string(*lf.Spec.ParentRef.Namespace)
-	}
-	return types.NamespacedName{Namespace: ns, Name: string(lf.Spec.ParentRef.Name)}
-}
-
 // claimsOf returns the claims a fragment's listeners need, in spec order.
 func claimsOf(lf *v1alpha1.ListenerFragment) []Claim {
-	gw := ParentOf(lf)
+	gw := rules.ParentOf(lf)
 	out := make([]Claim, 0, len(lf.Spec.Listeners))
 	for _, l := range lf.Spec.Listeners {
-		out = append(out, Claim{Gateway: gw, Tuple: TupleOf(l.Port, l.Protocol, l.Hostname)})
+		out = append(out, Claim{Gateway: gw, Tuple: entryOf(l).Tuple()})
 	}
 	return out
 }

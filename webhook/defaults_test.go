@@ -137,6 +137,8 @@ func TestDefaultingPatch(t *testing.T) {
 	}
 }
 
+var fuzzProtocols = []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType, gwv1.TLSProtocolType, gwv1.TCPProtocolType, gwv1.UDPProtocolType}
+
 // FuzzDefaultFragment checks that defaulting is idempotent and leaves no
 // upper case or trailing dot in a hostname.
 func FuzzDefaultFragment(f *testing.F) {

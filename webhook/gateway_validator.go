@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/rules"
 )
 
 // gatewayValidator warns, and never denies, when a Gateway's own listener
-// takes a tuple that a fragment's listener wants: the Gateway's listeners come
+// conflicts with a listener a fragment wants: the Gateway's listeners come
 // first, so that fragment listener will be reported Conflicted.
 type gatewayValidator struct {
 	cache client.Reader
@@ -33,18 +36,27 @@ func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission
 	if err != nil {
 		return admission.Warnings{fmt.Sprintf("gatefold could not check this Gateway's listeners against its ListenerFragments: %v", err)}
 	}
-	wanted := map[Tuple]int{}
-	for _, lf := range fragments {
-		for _, l := range lf.Spec.Listeners {
-			wanted[TupleOf(l.Port, l.Protocol, l.Hostname)]++
-		}
+	own := sets.New[gwv1.SectionName]()
+	for _, l := range rules.OwnListeners(gw, rules.ManagedListeners(gw), fragments) {
+		own.Insert(l.Name)
 	}
 	var warnings admission.Warnings
-	for _, i := range OwnListenerIndexes(gw, fragments) {
-		l := gw.Spec.Listeners[i]
-		if n := wanted[TupleOf(l.Port, l.Protocol, l.Hostname)]; n > 0 {
-			warnings = append(warnings, fmt.Sprintf("spec.listeners[%d] (%q) takes %s, which %d ListenerFragment listener(s) also want: the Gateway's own listener wins and those are reported Conflicted",
-				i, l.Name, TupleOf(l.Port, l.Protocol, l.Hostname), n))
+	for i, l := range gw.Spec.Listeners {
+		if !own.Has(l.Name) {
+			continue
+		}
+		h := rules.Holder{Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)}
+		n := 0
+		for _, lf := range fragments {
+			for _, e := range lf.Spec.Listeners {
+				if rules.ConflictOf(entryOf(e), h) != nil {
+					n++
+				}
+			}
+		}
+		if n > 0 {
+			warnings = append(warnings, fmt.Sprintf("spec.listeners[%d] (%q, %s) conflicts with %d ListenerFragment listener(s): the Gateway's own listener wins and those are reported Conflicted",
+				i, l.Name, h.Entry, n))
 		}
 	}
 	return warnings

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -12,9 +13,6 @@ import (
 	"github.com/gatefold/gatefold/api/v1alpha1"
 )
 
-// ParentIndex indexes ListenerFragments by "namespace/name" of their Gateway.
-const ParentIndex = "gatefold.dev/parent-gateway"
-
 // Options configure the webhooks.
 type Options struct {
 	// ClaimsNamespace holds the claims; only gatefold may write there.
@@ -24,16 +22,6 @@ type Options struct {
 	ClaimGrace time.Duration
 	// CollectPeriod is how often orphaned claims are collected.
 	CollectPeriod time.Duration
-}
-
-// IndexFragmentParents registers ParentIndex with the manager's cache, once
-// for both the webhooks and the merger.
-func IndexFragmentParents(ctx context.Context, mgr ctrl.Manager) error {
-	return mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ListenerFragment{}, ParentIndex, parentIndexValue)
-}
-
-func parentIndexValue(o client.Object) []string {
-	return []string{ParentOf(o.(*v1alpha1.ListenerFragment)).String()}
 }
 
 // +kubebuilder:webhook:path=/mutate-gatefold-dev-v1alpha1-listenerfragment,mutating=true,failurePolicy=fail,sideEffects=None,groups=gatefold.dev,resources=listenerfragments,verbs=create;update,versions=v1alpha1,name=mlistenerfragment.gatefold.dev,admissionReviewVersions=v1,timeoutSeconds=10
@@ -48,12 +36,21 @@ func parentIndexValue(o client.Object) []string {
 
 // Setup registers the webhooks with the manager's webhook server, and the
 // collector of orphaned claims, which runs on the leader only.
-// IndexFragmentParents must have been registered. The webhooks read the
+// rules.IndexFragmentParents must have been registered. The webhooks read the
 // informer cache itself, not the client: they must not wait for the merger's
 // writes to reach the cache, which they do not need to see.
 func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
+	// Claims are written uncached: the manager's cached client would start a
+	// cluster-wide Lease informer, which gatefold's RBAC rightly forbids (it
+	// may use Leases in the claims namespace only).
+	claimClient, claimErr := client.New(mgr.GetConfig(), client.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+	})
+	if claimErr != nil {
+		return nil, fmt.Errorf("creating the claims client: %w", claimErr)
+	}
 	claims := &ClaimStore{
-		Client:    mgr.GetClient(),
+		Client:    claimClient,
 		Reader:    mgr.GetAPIReader(),
 		Namespace: opts.ClaimsNamespace,
 		Grace:     opts.ClaimGrace,

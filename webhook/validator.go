@@ -17,6 +17,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 )
 
 var fragmentGK = v1alpha1.GroupVersion.WithKind("ListenerFragment").GroupKind()
@@ -53,7 +54,7 @@ func (v *fragmentValidator) validate(ctx context.Context, lf *v1alpha1.ListenerF
 	if !lf.DeletionTimestamp.IsZero() {
 		return nil, nil
 	}
-	gwKey := ParentOf(lf)
+	gwKey := rules.ParentOf(lf)
 	var warnings admission.Warnings
 	var errs field.ErrorList
 
@@ -71,11 +72,12 @@ func (v *fragmentValidator) validate(ctx context.Context, lf *v1alpha1.ListenerF
 			return nil, apierrors.NewInternalError(fmt.Errorf("reading namespace %s: %w", lf.Namespace, err))
 		}
 		errs = append(errs, CheckAllowedListeners(lf, gw, ns.Labels)...)
-		own, err := v.ownListeners(ctx, gw)
+		fragments, err := fragmentsOf(ctx, v.cache, gw)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
-		errs = append(errs, CheckAgainstListeners(lf, gwKey.String(), own)...)
+		own := rules.OwnListeners(gw, rules.ManagedListeners(gw), fragments)
+		errs = append(errs, CheckAgainstBoard(lf, gwKey.String(), rules.OwnBoard(own))...)
 	}
 	grants, err := v.grantsFor(ctx, lf)
 	if err != nil {
@@ -107,7 +109,7 @@ func (v *fragmentValidator) claim(ctx context.Context, lf *v1alpha1.ListenerFrag
 	var created []Claim
 	for i, c := range claimsOf(lf) {
 		l := lf.Spec.Listeners[i]
-		h := Holder{Namespace: lf.Namespace, Name: lf.Name, UID: lf.UID, Listener: string(l.Name)}
+		h := Holder{Namespace: lf.Namespace, Name: lf.Name, UID: lf.UID, Listener: string(l.Name), Entry: entryOf(l)}
 		var err error
 		if dryRun {
 			err = v.claims.Check(ctx, c, h)
@@ -121,12 +123,7 @@ func (v *fragmentValidator) claim(ctx context.Context, lf *v1alpha1.ListenerFrag
 		var held *HeldError
 		switch {
 		case errors.As(err, &held):
-			holder := describeHolder(held.Holder, lf.Namespace)
-			if held.CrossClass {
-				errs = append(errs, protocolConflictError(i, l, c.Gateway.String(), holder))
-			} else {
-				errs = append(errs, duplicateError(i, l, c.Gateway.String(), holder))
-			}
+			errs = append(errs, conflictError(i, l, rules.ConflictOf(entryOf(l), held.RulesHolder()), c.Gateway.String(), lf.Namespace))
 		case err != nil:
 			v.release(ctx, created)
 			return nil, err
@@ -146,32 +143,10 @@ func (v *fragmentValidator) release(ctx context.Context, claims []Claim) {
 	}
 }
 
-// describeHolder names the holding listener only when it lives in the
-// requester's own namespace: other tenants' objects stay private.
-func describeHolder(h Holder, requesterNS string) string {
-	if h.Namespace == requesterNS {
-		return fmt.Sprintf("listener %q of ListenerFragment %s", h.Listener, h.Name)
-	}
-	return "a ListenerFragment in another namespace"
-}
-
-// ownListeners returns the Gateway's listeners that no fragment folded.
-func (v *fragmentValidator) ownListeners(ctx context.Context, gw *gwv1.Gateway) ([]gwv1.Listener, error) {
-	fragments, err := fragmentsOf(ctx, v.cache, gw)
-	if err != nil {
-		return nil, err
-	}
-	var own []gwv1.Listener
-	for _, i := range OwnListenerIndexes(gw, fragments) {
-		own = append(own, gw.Spec.Listeners[i])
-	}
-	return own, nil
-}
-
 // fragmentsOf lists the fragments that name gw as their parent.
 func fragmentsOf(ctx context.Context, c client.Reader, gw *gwv1.Gateway) ([]v1alpha1.ListenerFragment, error) {
 	list := &v1alpha1.ListenerFragmentList{}
-	if err := c.List(ctx, list, client.MatchingFields{ParentIndex: klog.KObj(gw).String()}); err != nil {
+	if err := c.List(ctx, list, client.MatchingFields{rules.ParentIndex: klog.KObj(gw).String()}); err != nil {
 		return nil, fmt.Errorf("listing fragments of Gateway %s: %w", klog.KObj(gw), err)
 	}
 	return list.Items, nil
@@ -181,15 +156,17 @@ func fragmentsOf(ctx context.Context, c client.Reader, gw *gwv1.Gateway) ([]v1al
 // certificateRefs point into, other than its own.
 func (v *fragmentValidator) grantsFor(ctx context.Context, lf *v1alpha1.ListenerFragment) (map[string][]gwv1.ReferenceGrant, error) {
 	grants := map[string][]gwv1.ReferenceGrant{}
-	for _, ref := range foreignCertificateRefs(lf) {
-		if _, done := grants[ref.namespace]; done {
-			continue
+	for i, l := range lf.Spec.Listeners {
+		for _, ref := range rules.ForeignCertificateRefs(lf.Namespace, i, l) {
+			if _, done := grants[ref.Namespace]; done {
+				continue
+			}
+			list := &gwv1.ReferenceGrantList{}
+			if err := v.cache.List(ctx, list, client.InNamespace(ref.Namespace)); err != nil {
+				return nil, fmt.Errorf("listing ReferenceGrants in %s: %w", ref.Namespace, err)
+			}
+			grants[ref.Namespace] = list.Items
 		}
-		list := &gwv1.ReferenceGrantList{}
-		if err := v.cache.List(ctx, list, client.InNamespace(ref.namespace)); err != nil {
-			return nil, fmt.Errorf("listing ReferenceGrants in %s: %w", ref.namespace, err)
-		}
-		grants[ref.namespace] = list.Items
 	}
 	return grants, nil
 }

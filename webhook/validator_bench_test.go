@@ -22,6 +22,7 @@ import (
 	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/internal/devenv"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // BenchmarkValidateCreate is the validating handler's cost for one new
@@ -90,7 +91,7 @@ func validatorWithFragments(ctx context.Context, b *testing.B, cfg *rest.Config,
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := informers.IndexField(ctx, &v1alpha1.ListenerFragment{}, ParentIndex, parentIndexValue); err != nil {
+	if err := rules.IndexFragmentParents(ctx, informers); err != nil {
 		b.Fatal(err)
 	}
 	for _, obj := range []client.Object{&v1alpha1.ListenerFragment{}, &gwv1.Gateway{}, &corev1.Namespace{}, &gwv1.ReferenceGrant{}} {

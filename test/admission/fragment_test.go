@@ -21,6 +21,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/fixture"
 	"github.com/gatefold/gatefold/webhook"
 )
@@ -335,7 +336,7 @@ func TestOrphanedClaimIsTakenOver(t *testing.T) {
 	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
 	// A claim whose fragment create failed after the webhook allowed it.
 	store := &webhook.ClaimStore{Client: env.Client, Reader: env.Client, Namespace: claimsNamespace, Grace: claimGrace}
-	orphan := webhook.Claim{Gateway: types.NamespacedName{Namespace: ns, Name: gw.Name}, Tuple: webhook.TupleOf(443, gwv1.HTTPSProtocolType, ptr.To(gwv1.Hostname("ghost.example.com")))}
+	orphan := webhook.Claim{Gateway: types.NamespacedName{Namespace: ns, Name: gw.Name}, Tuple: rules.EntryOf(443, gwv1.HTTPSProtocolType, ptr.To(gwv1.Hostname("ghost.example.com"))).Tuple()}
 	if _, err := store.Acquire(context.Background(), orphan, webhook.Holder{Namespace: ns, Name: "ghost", UID: "never-stored", Listener: "https"}); err != nil {
 		t.Fatal(err)
 	}

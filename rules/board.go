@@ -1,0 +1,70 @@
+package rules
+
+import (
+	"maps"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Board is a Gateway's listeners as they are taken, first come first served:
+// the Gateway's own listeners, then fragments in precedence order. Admission
+// checks a fragment against the board of the Gateway's own listeners; the
+// fold fills it in precedence order. Both ask the same question of it.
+type Board struct {
+	names  sets.Set[gwv1.SectionName]
+	tuples map[Tuple]Holder
+	// ports holds, per port, the first holder of each group there.
+	ports map[gwv1.PortNumber][]Holder
+	count int
+}
+
+// NewBoard returns an empty board.
+func NewBoard() *Board {
+	return &Board{names: sets.New[gwv1.SectionName](), tuples: map[Tuple]Holder{}, ports: map[gwv1.PortNumber][]Holder{}}
+}
+
+// Clone returns a board that can be filled without changing b.
+func (b *Board) Clone() *Board {
+	ports := make(map[gwv1.PortNumber][]Holder, len(b.ports))
+	for p, hs := range b.ports {
+		ports[p] = slices.Clone(hs)
+	}
+	return &Board{names: b.names.Clone(), tuples: maps.Clone(b.tuples), ports: ports, count: b.count}
+}
+
+// Len is how many listeners the board holds.
+func (b *Board) Len() int { return b.count }
+
+// HasName says whether a listener of that name is on the board.
+func (b *Board) HasName(name gwv1.SectionName) bool { return b.names.Has(name) }
+
+// Take puts a listener on the board, whether or not it conflicts: a
+// Gateway's own listeners are there regardless.
+func (b *Board) Take(name gwv1.SectionName, h Holder) {
+	b.names.Insert(name)
+	t := h.Entry.Tuple()
+	if _, taken := b.tuples[t]; !taken {
+		b.tuples[t] = h
+	}
+	g := GroupOf(h.Entry.Protocol)
+	if !slices.ContainsFunc(b.ports[h.Entry.Port], func(o Holder) bool { return GroupOf(o.Entry.Protocol) == g }) {
+		b.ports[h.Entry.Port] = append(b.ports[h.Entry.Port], h)
+	}
+	b.count++
+}
+
+// Conflict returns why e cannot join the board, or nil. A port conflict is
+// reported before a duplicate tuple: it is the one the user must fix first.
+func (b *Board) Conflict(e Entry) *Conflict {
+	for _, h := range b.ports[e.Port] {
+		if !CanSharePort(GroupOf(e.Protocol), GroupOf(h.Entry.Protocol)) {
+			return ConflictOf(e, h)
+		}
+	}
+	if h, taken := b.tuples[e.Tuple()]; taken {
+		return ConflictOf(e, h)
+	}
+	return nil
+}

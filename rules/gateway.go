@@ -1,0 +1,105 @@
+package rules
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+)
+
+// FieldManager is the field manager of everything gatefold applies: the
+// Gateway listeners it folds, fragment statuses and ReferenceGrants.
+const FieldManager = "gatefold"
+
+// ManagedListeners returns the names of the Gateway's listeners that
+// FieldManager applied, read from the Gateway's managedFields.
+func ManagedListeners(gw *gwv1.Gateway) sets.Set[gwv1.SectionName] {
+	names := sets.New[gwv1.SectionName]()
+	for _, mf := range gw.ManagedFields {
+		if mf.Manager != FieldManager || mf.Subresource != "" || mf.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Spec struct {
+				Listeners map[string]json.RawMessage `json:"f:listeners"`
+			} `json:"f:spec"`
+		}
+		if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields); err != nil {
+			continue
+		}
+		for k := range fields.Spec.Listeners {
+			var item struct {
+				Name gwv1.SectionName `json:"name"`
+			}
+			if key, ok := strings.CutPrefix(k, "k:"); ok && json.Unmarshal([]byte(key), &item) == nil && item.Name != "" {
+				names.Insert(item.Name)
+			}
+		}
+	}
+	return names
+}
+
+// OwnListeners returns the Gateway's own listeners: those that gatefold
+// neither applied (managed) nor would name for one of the fragments. A
+// listener folded for a since-deleted fragment is therefore not "own", and
+// neither is one a fragment is about to get.
+func OwnListeners(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], fragments []v1alpha1.ListenerFragment) []gwv1.Listener {
+	generated := sets.New[gwv1.SectionName]()
+	for _, lf := range fragments {
+		for _, l := range lf.Spec.Listeners {
+			generated.Insert(v1alpha1.ListenerName(lf.Namespace, lf.Name, l.Name))
+		}
+	}
+	var own []gwv1.Listener
+	for _, l := range gw.Spec.Listeners {
+		if !managed.Has(l.Name) && !generated.Has(l.Name) {
+			own = append(own, l)
+		}
+	}
+	return own
+}
+
+// OwnBoard returns a board holding the Gateway's own listeners.
+func OwnBoard(own []gwv1.Listener) *Board {
+	b := NewBoard()
+	for _, l := range own {
+		b.Take(l.Name, Holder{Listener: l.Name, Entry: EntryOf(l.Port, l.Protocol, l.Hostname)})
+	}
+	return b
+}
+
+// NamespaceAllowed applies the Gateway's spec.allowedListeners.namespaces to
+// namespace ns, whose labels are nsLabels, and says why it is not admitted.
+func NamespaceAllowed(gw *gwv1.Gateway, ns string, nsLabels map[string]string) (bool, string) {
+	from := gwv1.NamespacesFromNone
+	var selector *metav1.LabelSelector
+	if al := gw.Spec.AllowedListeners; al != nil && al.Namespaces != nil {
+		if al.Namespaces.From != nil {
+			from = *al.Namespaces.From
+		}
+		selector = al.Namespaces.Selector
+	}
+	switch from {
+	case gwv1.NamespacesFromAll:
+		return true, ""
+	case gwv1.NamespacesFromSame:
+		return ns == gw.Namespace, "spec.allowedListeners.namespaces.from is Same"
+	case gwv1.NamespacesFromSelector:
+		if selector == nil {
+			return false, "spec.allowedListeners.namespaces.from is Selector with no selector"
+		}
+		s, err := metav1.LabelSelectorAsSelector(selector)
+		if err != nil {
+			return false, fmt.Sprintf("its namespace selector is invalid: %v", err)
+		}
+		return s.Matches(labels.Set(nsLabels)), "the namespace's labels do not match spec.allowedListeners.namespaces.selector"
+	default:
+		return false, "spec.allowedListeners.namespaces.from is None, the default"
+	}
+}

@@ -1,0 +1,94 @@
+package rules
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+)
+
+// A fragment's certificateRefs resolve in its own namespace. A reference into
+// another namespace needs a ReferenceGrant there that lets ListenerFragments
+// of the fragment's namespace read the Secret; admission and every fold check
+// it, so revoking the grant withdraws the listener.
+
+// ForeignRef is a certificateRef of a fragment listener into another
+// namespace.
+type ForeignRef struct {
+	// Path is the reference's field in the fragment.
+	Path      *field.Path
+	Namespace string
+	Ref       gwv1.SecretObjectReference
+}
+
+// ForeignCertificateRefs returns listener i's certificateRefs into namespaces
+// other than fromNS, the fragment's.
+func ForeignCertificateRefs(fromNS string, i int, l gwv1.ListenerEntry) []ForeignRef {
+	if l.TLS == nil {
+		return nil
+	}
+	var out []ForeignRef
+	for j, ref := range l.TLS.CertificateRefs {
+		if ref.Namespace == nil || string(*ref.Namespace) == fromNS {
+			continue
+		}
+		out = append(out, ForeignRef{
+			Path:      field.NewPath("spec", "listeners").Index(i).Child("tls", "certificateRefs").Index(j),
+			Namespace: string(*ref.Namespace),
+			Ref:       ref,
+		})
+	}
+	return out
+}
+
+// RefGranted says whether one of grants, the ReferenceGrants of the Secret's
+// namespace, lets ListenerFragments of namespace fromNS reference it.
+func RefGranted(grants []gwv1.ReferenceGrant, fromNS string, ref gwv1.SecretObjectReference) bool {
+	kind := gwv1.Kind("Secret")
+	if ref.Kind != nil {
+		kind = *ref.Kind
+	}
+	group := gwv1.Group(corev1.GroupName)
+	if ref.Group != nil {
+		group = *ref.Group
+	}
+	for _, g := range grants {
+		fromOK := false
+		for _, f := range g.Spec.From {
+			if string(f.Group) == v1alpha1.GroupVersion.Group && f.Kind == "ListenerFragment" && string(f.Namespace) == fromNS {
+				fromOK = true
+			}
+		}
+		if !fromOK {
+			continue
+		}
+		for _, t := range g.Spec.To {
+			if t.Group == group && t.Kind == kind && (t.Name == nil || *t.Name == ref.Name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// UngrantedRefs returns listener i's references into other namespaces that
+// no grant allows; grants are the ReferenceGrants by namespace.
+func UngrantedRefs(fromNS string, i int, l gwv1.ListenerEntry, grants map[string][]gwv1.ReferenceGrant) []ForeignRef {
+	var out []ForeignRef
+	for _, r := range ForeignCertificateRefs(fromNS, i, l) {
+		if !RefGranted(grants[r.Namespace], fromNS, r.Ref) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// RefNotPermittedMessage says which grant a fragment in namespace fromNS
+// needs for r, and where.
+func RefNotPermittedMessage(fromNS string, r ForeignRef) string {
+	return fmt.Sprintf("Secret %s/%s is in another namespace and no ReferenceGrant in namespace %s allows ListenerFragments from namespace %s to reference it: create one there (from group %s, kind ListenerFragment, namespace %s; to kind Secret), or use a Secret in namespace %s",
+		r.Namespace, r.Ref.Name, r.Namespace, fromNS, v1alpha1.GroupVersion.Group, fromNS, fromNS)
+}

@@ -1,0 +1,256 @@
+package rules
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+)
+
+func e(port gwv1.PortNumber, protocol gwv1.ProtocolType, host string) Entry {
+	return Entry{Port: port, Protocol: protocol, Hostname: host}
+}
+
+func TestConflictOf(t *testing.T) {
+	const (
+		http, https, tls, tcp, udp = gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType, gwv1.TLSProtocolType, gwv1.TCPProtocolType, gwv1.UDPProtocolType
+		custom                     = gwv1.ProtocolType("example.com/x")
+	)
+	tests := map[string]struct {
+		a, b Entry
+		want gwv1.ListenerConditionReason // "" when distinct
+	}{
+		"HTTP with one hostname twice":                       {a: e(80, http, "a.example.com"), b: e(80, http, "a.example.com"), want: gwv1.ListenerReasonHostnameConflict},
+		"HTTP with two hostnames":                            {a: e(80, http, "a.example.com"), b: e(80, http, "b.example.com")},
+		"HTTP with no hostname twice":                        {a: e(80, http, ""), b: e(80, http, ""), want: gwv1.ListenerReasonHostnameConflict},
+		"a missing hostname differs from a set one":          {a: e(80, http, ""), b: e(80, http, "a.example.com")},
+		"a wildcard differs from an exact name":              {a: e(443, https, "*.example.com"), b: e(443, https, "a.example.com")},
+		"HTTPS and TLS with one hostname":                    {a: e(443, https, "a.example.com"), b: e(443, tls, "a.example.com"), want: gwv1.ListenerReasonHostnameConflict},
+		"HTTPS and TLS with two hostnames share a port":      {a: e(443, https, "a.example.com"), b: e(443, tls, "b.example.com")},
+		"HTTP and HTTPS never share a port":                  {a: e(443, http, "a.example.com"), b: e(443, https, "b.example.com"), want: gwv1.ListenerReasonProtocolConflict},
+		"HTTP and TLS never share a port":                    {a: e(8443, http, ""), b: e(8443, tls, "b.example.com"), want: gwv1.ListenerReasonProtocolConflict},
+		"TCP takes the whole port from HTTP":                 {a: e(9000, tcp, ""), b: e(9000, http, "a.example.com"), want: gwv1.ListenerReasonProtocolConflict},
+		"TCP takes the whole port from HTTPS":                {a: e(443, https, "a.example.com"), b: e(443, tcp, ""), want: gwv1.ListenerReasonProtocolConflict},
+		"two TCP listeners on one port":                      {a: e(5432, tcp, ""), b: e(5432, tcp, ""), want: gwv1.ListenerReasonProtocolConflict},
+		"TCP ignores hostnames":                              {a: e(5432, tcp, "a.example.com"), b: e(5432, tcp, "b.example.com"), want: gwv1.ListenerReasonProtocolConflict},
+		"two UDP listeners on one port":                      {a: e(53, udp, ""), b: e(53, udp, ""), want: gwv1.ListenerReasonProtocolConflict},
+		"UDP beside TCP":                                     {a: e(53, udp, ""), b: e(53, tcp, "")},
+		"UDP beside HTTPS (HTTP/3)":                          {a: e(443, udp, ""), b: e(443, https, "a.example.com")},
+		"UDP beside HTTP":                                    {a: e(80, udp, ""), b: e(80, http, "")},
+		"a custom protocol twice on one tuple":               {a: e(7000, custom, "a.example.com"), b: e(7000, custom, "a.example.com"), want: gwv1.ListenerReasonHostnameConflict},
+		"a custom protocol with another hostname":            {a: e(7000, custom, "a.example.com"), b: e(7000, custom, "b.example.com")},
+		"a custom protocol beside TCP":                       {a: e(7000, custom, ""), b: e(7000, tcp, "")},
+		"two custom protocols on one port and hostname":      {a: e(7000, custom, ""), b: e(7000, "example.com/y", "")},
+		"other ports never conflict":                         {a: e(80, http, ""), b: e(81, tcp, "")},
+		"one hostname on two ports":                          {a: e(443, https, "a.example.com"), b: e(8443, https, "a.example.com")},
+		"HTTPS with no hostname beside TLS with no hostname": {a: e(443, https, ""), b: e(443, tls, ""), want: gwv1.ListenerReasonHostnameConflict},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			for _, pair := range [][2]Entry{{tc.a, tc.b}, {tc.b, tc.a}} {
+				var got gwv1.ListenerConditionReason
+				if c := ConflictOf(pair[0], Holder{Listener: "held", Entry: pair[1]}); c != nil {
+					got = c.Reason
+				}
+				if got != tc.want {
+					t.Errorf("ConflictOf(%s, held %s) = %q, want %q", pair[0], pair[1], got, tc.want)
+				}
+				b := NewBoard()
+				b.Take("held", Holder{Listener: "held", Entry: pair[1]})
+				if c := b.Conflict(pair[0]); (c != nil) != (tc.want != "") {
+					t.Errorf("Board.Conflict(%s) with %s taken = %v, want a conflict: %v", pair[0], pair[1], c, tc.want != "")
+				}
+			}
+		})
+	}
+}
+
+func TestConflictMessage(t *testing.T) {
+	own := Holder{Listener: "main", Entry: e(443, gwv1.HTTPSProtocolType, "a.example.com")}
+	other := Holder{Namespace: "blog", Fragment: "posts", Listener: "web", Entry: e(443, gwv1.HTTPProtocolType, "")}
+	mine := Holder{Namespace: "shop", Fragment: "cart", Listener: "db", Entry: e(5432, gwv1.TCPProtocolType, "")}
+	tests := map[string]struct {
+		entry  Entry
+		holder Holder
+		want   string
+	}{
+		"a hostname the Gateway's own listener holds": {
+			entry: e(443, gwv1.TLSProtocolType, "a.example.com"), holder: own,
+			want: `Hostname a.example.com on port 443 (TLS) is already taken on Gateway infra/shared by the Gateway's own listener "main" (HTTPS): choose another hostname or port`,
+		},
+		"a port another tenant holds with HTTP names no fragment": {
+			entry: e(443, gwv1.HTTPSProtocolType, "b.example.com"), holder: Holder{Namespace: "blog", Fragment: "posts", Listener: "web", Entry: e(443, gwv1.HTTPProtocolType, "")},
+			want: `Port 443 on Gateway infra/shared carries a listener (HTTP) of a ListenerFragment in another namespace, which cannot share a port with HTTPS: choose another port`,
+		},
+		"a TCP port of the requester's own namespace": {
+			entry: e(5432, gwv1.TCPProtocolType, ""), holder: mine,
+			want: `Port 5432 (TCP) is already taken on Gateway infra/shared by listener "db" (TCP) of ListenerFragment cart: choose another port`,
+		},
+		"no hostname": {
+			entry: e(80, gwv1.HTTPProtocolType, ""), holder: other,
+			want: `Port 80 (HTTP) with no hostname is already taken on Gateway infra/shared by a listener (HTTP) of a ListenerFragment in another namespace: choose another hostname or port`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := tc.holder
+			h.Entry.Port = tc.entry.Port
+			c := ConflictOf(tc.entry, h)
+			if c == nil {
+				t.Fatalf("No conflict of %s with %s", tc.entry, h.Entry)
+			}
+			if got := c.Message(tc.entry, "infra/shared", "shop"); got != tc.want {
+				t.Errorf("Message =\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestManagedListeners(t *testing.T) {
+	fields := metav1.NewFieldsV1
+	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
+		{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: fields(
+			`{"f:spec":{"f:listeners":{"k:{\"name\":\"ours-a\"}":{".":{},"f:port":{}},"k:{\"name\":\"ours-b\"}":{".":{}}}}}`)},
+		// The status subresource and other managers do not count.
+		{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, Subresource: "status", FieldsV1: fields(
+			`{"f:spec":{"f:listeners":{"k:{\"name\":\"not-spec\"}":{}}}}`)},
+		{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: fields(
+			`{"f:spec":{"f:listeners":{"k:{\"name\":\"human\"}":{".":{}}}}}`)},
+	}}}
+	want := sets.New[gwv1.SectionName]("ours-a", "ours-b")
+	if diff := cmp.Diff(sets.List(want), sets.List(ManagedListeners(gw))); diff != "" {
+		t.Errorf("Managed listeners (-want +got):\n%s", diff)
+	}
+}
+
+func TestOwnListeners(t *testing.T) {
+	l := func(name string) gwv1.Listener {
+		return gwv1.Listener{Name: gwv1.SectionName(name), Port: 443, Protocol: gwv1.HTTPSProtocolType}
+	}
+	lf := v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "checkout"},
+		Spec: v1alpha1.ListenerFragmentSpec{Listeners: []gwv1.ListenerEntry{{Name: "https"}}}}
+	generated := string(v1alpha1.ListenerName("shop", "checkout", "https"))
+	gw := &gwv1.Gateway{Spec: gwv1.GatewaySpec{Listeners: []gwv1.Listener{l("main"), l(generated), l("left-behind"), l("https")}}}
+	var got []gwv1.SectionName
+	for _, o := range OwnListeners(gw, sets.New[gwv1.SectionName]("left-behind"), []v1alpha1.ListenerFragment{lf}) {
+		got = append(got, o.Name)
+	}
+	// A listener gatefold folded for a since-deleted fragment is not own; a
+	// human's listener named like a fragment's local name still is.
+	if diff := cmp.Diff([]gwv1.SectionName{"main", "https"}, got); diff != "" {
+		t.Errorf("Own listeners (-want +got):\n%s", diff)
+	}
+}
+
+func TestNamespaceAllowed(t *testing.T) {
+	gw := func(al *gwv1.AllowedListeners) *gwv1.Gateway {
+		return &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "shared"}, Spec: gwv1.GatewaySpec{AllowedListeners: al}}
+	}
+	from := func(f gwv1.FromNamespaces, sel *metav1.LabelSelector) *gwv1.AllowedListeners {
+		return &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(f), Selector: sel}}
+	}
+	team := &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}
+	tests := map[string]struct {
+		gw      *gwv1.Gateway
+		ns      string
+		labels  map[string]string
+		wantWhy string // "" when allowed
+	}{
+		"no allowedListeners admits nobody":        {gw: gw(nil), ns: "shop", wantWhy: "from is None, the default"},
+		"All admits any namespace":                 {gw: gw(from(gwv1.NamespacesFromAll, nil)), ns: "shop"},
+		"Same admits the Gateway's namespace":      {gw: gw(from(gwv1.NamespacesFromSame, nil)), ns: "infra"},
+		"Same refuses another namespace":           {gw: gw(from(gwv1.NamespacesFromSame, nil)), ns: "shop", wantWhy: "from is Same"},
+		"Selector admits a matching namespace":     {gw: gw(from(gwv1.NamespacesFromSelector, team)), ns: "shop", labels: map[string]string{"team": "shop"}},
+		"Selector refuses a namespace not matched": {gw: gw(from(gwv1.NamespacesFromSelector, team)), ns: "blog", labels: map[string]string{"team": "blog"}, wantWhy: "do not match spec.allowedListeners.namespaces.selector"},
+		"Selector with no selector admits nobody":  {gw: gw(from(gwv1.NamespacesFromSelector, nil)), ns: "shop", wantWhy: "Selector with no selector"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ok, why := NamespaceAllowed(tc.gw, tc.ns, tc.labels)
+			if ok != (tc.wantWhy == "") || (!ok && !contains(why, tc.wantWhy)) {
+				t.Errorf("NamespaceAllowed = %v, %q; want allowed %v, why containing %q", ok, why, tc.wantWhy == "", tc.wantWhy)
+			}
+		})
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func TestUngrantedRefs(t *testing.T) {
+	withRef := func(ns string) gwv1.ListenerEntry {
+		l := gwv1.ListenerEntry{Name: "https", Port: 443, Protocol: gwv1.HTTPSProtocolType,
+			TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert"}}}}
+		if ns != "" {
+			l.TLS.CertificateRefs[0].Namespace = ptr.To(gwv1.Namespace(ns))
+		}
+		return l
+	}
+	grant := func(fromKind gwv1.Kind, fromNS string, to *gwv1.ObjectName) gwv1.ReferenceGrant {
+		return gwv1.ReferenceGrant{Spec: gwv1.ReferenceGrantSpec{
+			From: []gwv1.ReferenceGrantFrom{{Group: "gatefold.dev", Kind: fromKind, Namespace: gwv1.Namespace(fromNS)}},
+			To:   []gwv1.ReferenceGrantTo{{Group: "", Kind: "Secret", Name: to}},
+		}}
+	}
+	certs := func(g ...gwv1.ReferenceGrant) map[string][]gwv1.ReferenceGrant {
+		return map[string][]gwv1.ReferenceGrant{"certs": g}
+	}
+	tests := map[string]struct {
+		l       gwv1.ListenerEntry
+		grants  map[string][]gwv1.ReferenceGrant
+		granted bool
+	}{
+		"a Secret in the fragment's namespace needs no grant": {l: withRef(""), granted: true},
+		"an explicit own namespace needs no grant":            {l: withRef("shop"), granted: true},
+		"a Secret elsewhere without a grant":                  {l: withRef("certs")},
+		"a grant for all Secrets":                             {l: withRef("certs"), grants: certs(grant("ListenerFragment", "shop", nil)), granted: true},
+		"a grant naming the Secret":                           {l: withRef("certs"), grants: certs(grant("ListenerFragment", "shop", ptr.To(gwv1.ObjectName("cert")))), granted: true},
+		"a grant naming another Secret":                       {l: withRef("certs"), grants: certs(grant("ListenerFragment", "shop", ptr.To(gwv1.ObjectName("other"))))},
+		"a grant for another namespace's fragments":           {l: withRef("certs"), grants: certs(grant("ListenerFragment", "blog", nil))},
+		"a grant from another kind":                           {l: withRef("certs"), grants: certs(grant("Gateway", "shop", nil))},
+		"a grant in another namespace":                        {l: withRef("certs"), grants: map[string][]gwv1.ReferenceGrant{"shop": {grant("ListenerFragment", "shop", nil)}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := UngrantedRefs("shop", 0, tc.l, tc.grants)
+			if (len(got) == 0) != tc.granted {
+				t.Fatalf("UngrantedRefs = %v, want granted %v", got, tc.granted)
+			}
+			if len(got) == 1 && got[0].Path.String() != "spec.listeners[0].tls.certificateRefs[0]" {
+				t.Errorf("Path = %s", got[0].Path)
+			}
+		})
+	}
+}
+
+var fuzzProtocols = []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType, gwv1.TLSProtocolType, gwv1.TCPProtocolType, gwv1.UDPProtocolType, "example.com/x"}
+
+func fuzzEntry(port, proto, host uint8) Entry {
+	return e(gwv1.PortNumber(80+port%3), fuzzProtocols[int(proto)%len(fuzzProtocols)], []string{"", "a.example.com", "*.example.com"}[host%3])
+}
+
+// FuzzConflictOf checks that a conflict does not depend on which side came
+// first, that other ports never conflict, and that equal tuples always do.
+func FuzzConflictOf(f *testing.F) {
+	f.Add(uint8(0), uint8(0), uint8(1), uint8(0), uint8(0), uint8(1))
+	f.Add(uint8(0), uint8(1), uint8(1), uint8(0), uint8(3), uint8(0))
+	f.Add(uint8(1), uint8(4), uint8(0), uint8(1), uint8(1), uint8(0))
+	f.Fuzz(func(t *testing.T, p1, pr1, h1, p2, pr2, h2 uint8) {
+		a, b := fuzzEntry(p1, pr1, h1), fuzzEntry(p2, pr2, h2)
+		ab, ba := ConflictOf(a, Holder{Entry: b}), ConflictOf(b, Holder{Entry: a})
+		if (ab == nil) != (ba == nil) || (ab != nil && ab.Reason != ba.Reason) {
+			t.Fatalf("Conflict is not symmetric: %s against %s gives %v, the reverse %v", a, b, ab, ba)
+		}
+		if a.Port != b.Port && ab != nil {
+			t.Fatalf("%s and %s conflict on different ports", a, b)
+		}
+		if a.Tuple() == b.Tuple() && ab == nil {
+			t.Fatalf("%s and %s take one tuple and do not conflict", a, b)
+		}
+	})
+}
