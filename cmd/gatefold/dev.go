@@ -114,7 +114,7 @@ func startDevManager(ctx context.Context, env *devenv.Env) (<-chan error, error)
 		return nil, fmt.Errorf("creating namespace %s: %w", devNamespace, err)
 	}
 	o := managerOptions{
-		metricsAddr: "0",
+		metrics:     metricsOptions{bindAddress: "0"},
 		probeAddr:   "0",
 		webhookHost: env.WebhookHost(),
 		webhookPort: env.WebhookPort(),

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/gatefold/gatefold/api/scheme"
@@ -26,7 +25,7 @@ import (
 // managerOptions are the settings of one gatefold replica: `gatefold
 // manager` takes them all as flags, `gatefold dev` sets most of them itself.
 type managerOptions struct {
-	metricsAddr string
+	metrics     metricsOptions
 	probeAddr   string
 	webhookHost string
 	webhookPort int
@@ -45,7 +44,7 @@ type managerOptions struct {
 
 func (o *managerOptions) bindFlags(fs *flag.FlagSet) {
 	ns := envOr("POD_NAMESPACE", "gatefold-system")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it")
+	o.metrics.bindFlags(fs)
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on")
 	fs.StringVar(&o.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "With --cert-mode=cert-manager, the folder holding the webhook server's tls.crt and tls.key, reloaded when they change")
@@ -97,7 +96,7 @@ func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error
 		// After a write, the next fold reads what it wrote, not a stale cache
 		// that would make it write the same thing again.
 		Client:                 client.Options{Cache: &client.CacheOptions{EnableReadYourWritesConsistency: ptr.To(true)}},
-		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                o.metrics.serverOptions(),
 		HealthProbeBindAddress: o.probeAddr,
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: o.webhookHost, Port: o.webhookPort,
 			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = source.GetCertificate }}}),
