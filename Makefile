@@ -116,6 +116,8 @@ lint: vet ## Check formatting and run staticcheck
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "Not gofmt-ed (run make fmt):"; echo "$$unformatted"; exit 1; fi
 	$(STATICCHECK) ./...
+	@deps=$$($(GO) list -deps ./cmd/gatefold); \
+	if grep '^github.com/gatefold/gatefold/test/' <<<"$$deps"; then echo "The gatefold binary links the test packages above" >&2; exit 1; fi
 
 .PHONY: clean
 clean: ## Remove build outputs (the cached control plane stays)

@@ -28,6 +28,16 @@ type Input struct {
 	Fragments []v1alpha1.ListenerFragment
 	// NamespaceLabels are the labels of the fragments' namespaces, by name.
 	NamespaceLabels map[string]map[string]string
+	// Grants are the ReferenceGrants of every namespace a fragment's
+	// certificateRefs point into, by namespace.
+	Grants map[string][]gwv1.ReferenceGrant
+	// CarriedSince is, by listener name, the Gateway generation that first
+	// carried each of gatefold's listeners as it is now; a listener missing
+	// here is taken to be carried since the Gateway's current generation.
+	CarriedSince map[gwv1.SectionName]int64
+	// Rejected are fragments whose listeners the API server refused on the
+	// Gateway, with its message: they are left out so that the rest fold.
+	Rejected map[types.NamespacedName]string
 }
 
 // Result is what the fold decided for one Gateway.
@@ -50,6 +60,8 @@ type Outcome struct {
 	Reason gwv1.ListenerEntryConditionReason
 	// Message explains Reason without naming other tenants' objects.
 	Message string
+	// GatewayListener is the listener it became on the Gateway, when folded.
+	GatewayListener *gwv1.Listener
 }
 
 // Folded reports whether the listener is on the Gateway.
@@ -82,10 +94,15 @@ func Fold(in Input) Result {
 				fmt.Sprintf("Gateway %s does not allow listeners from namespace %s: %s", gatewayKey(in.Gateway), lf.Namespace, why))
 			continue
 		}
-		outcomes, listeners := b.place(lf)
+		if msg, rejected := in.Rejected[keyOf(lf)]; rejected {
+			res.Statuses[keyOf(lf)] = notAccepted(lf, v1alpha1.FragmentReasonListenersNotValid,
+				fmt.Sprintf("The API server refused this fragment's listeners on Gateway %s: %s", gatewayKey(in.Gateway), msg))
+			continue
+		}
+		outcomes, listeners := b.place(lf, in.Grants)
 		res.Listeners = append(res.Listeners, listeners...)
 		res.Outcomes = append(res.Outcomes, outcomes...)
-		res.Statuses[keyOf(lf)] = fragmentStatus(lf, in.Gateway, outcomes)
+		res.Statuses[keyOf(lf)] = fragmentStatus(lf, in.Gateway, in.CarriedSince, outcomes)
 	}
 	return res
 }
@@ -113,7 +130,7 @@ type board struct {
 // place decides every listener of one fragment. A fragment's listeners that
 // do not conflict fold together or not at all: a route needs all of them,
 // and a half-placed fragment could not later move to another Gateway whole.
-func (b *board) place(lf *v1alpha1.ListenerFragment) ([]Outcome, []gwv1.Listener) {
+func (b *board) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant) ([]Outcome, []gwv1.Listener) {
 	key := keyOf(lf)
 	outcomes := make([]Outcome, len(lf.Spec.Listeners))
 	var folded []gwv1.Listener
@@ -124,6 +141,12 @@ func (b *board) place(lf *v1alpha1.ListenerFragment) ([]Outcome, []gwv1.Listener
 	for i, e := range lf.Spec.Listeners {
 		l := Listener(lf, e)
 		outcomes[i] = Outcome{Fragment: key, Listener: e.Name}
+		// Checked on every fold, not only at admission: a revoked grant
+		// withdraws the listener.
+		if refs := rules.UngrantedRefs(lf.Namespace, i, e, grants); len(refs) > 0 {
+			outcomes[i].Reason, outcomes[i].Message = gwv1.ListenerEntryReasonRefNotPermitted, rules.RefNotPermittedMessage(lf.Namespace, refs[0])
+			continue
+		}
 		if reason, msg, ok := local.conflict(l, lf.Namespace); !ok {
 			outcomes[i].Reason, outcomes[i].Message = reason, msg
 			continue
@@ -141,7 +164,8 @@ func (b *board) place(lf *v1alpha1.ListenerFragment) ([]Outcome, []gwv1.Listener
 		return outcomes, nil
 	}
 	b.Board = local.Board
-	for _, i := range foldedIdx {
+	for j, i := range foldedIdx {
+		outcomes[i].GatewayListener = &folded[j]
 		outcomes[i].Reason = gwv1.ListenerEntryReasonAccepted
 		outcomes[i].Message = fmt.Sprintf("Folded into Gateway %s as listener %q", b.gateway, v1alpha1.ListenerName(lf.Namespace, lf.Name, lf.Spec.Listeners[i].Name))
 	}

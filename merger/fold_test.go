@@ -254,38 +254,58 @@ func TestFoldedListener(t *testing.T) {
 func TestFoldStatusMirrorsGateway(t *testing.T) {
 	lf := fragment("shop", "checkout", 0, entry("web", 443, gwv1.HTTPSProtocolType, "app.example.com"))
 	lf.Generation = 3
-	gw := gateway(gwv1.NamespacesFromAll)
 	name := v1alpha1.ListenerName("shop", "checkout", "web")
-	gw.Status.Listeners = []gwv1.ListenerStatus{{
-		Name:           name,
-		AttachedRoutes: 2,
-		Conditions: []metav1.Condition{
-			{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: 7, LastTransitionTime: metav1.NewTime(epoch)},
-			{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "InvalidCertificateRef", Message: "Secret shop/app-cert not found"},
-			{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready"},
-		},
-	}}
-	st := Fold(Input{Gateway: gw, Fragments: []v1alpha1.ListenerFragment{lf}}).Statuses[types.NamespacedName{Namespace: "shop", Name: "checkout"}]
-
-	want := v1alpha1.ListenerFragmentStatus{
-		Conditions: []metav1.Condition{
-			{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: 3, Message: "Folded 1 listeners into Gateway infra/shared"},
-			{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: 3, Message: "The Gateway implementation programmed all 1 folded listeners"},
-		},
-		Listeners: []v1alpha1.ListenerStatus{{
-			Name:           "web",
-			Gateway:        &v1alpha1.GatewayListenerReference{Namespace: "infra", Name: "shared", ListenerName: name},
+	folded := Listener(&lf, lf.Spec.Listeners[0])
+	reported := func(observed int64) []gwv1.ListenerStatus {
+		return []gwv1.ListenerStatus{{
+			Name:           name,
 			AttachedRoutes: 2,
 			Conditions: []metav1.Condition{
-				{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: 3, Message: fmt.Sprintf("Folded into Gateway infra/shared as listener %q", name)},
-				{Type: "Conflicted", Status: metav1.ConditionFalse, Reason: "NoConflicts", ObservedGeneration: 3, Message: "No conflicts"},
-				{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: 3},
-				{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "InvalidCertificateRef", ObservedGeneration: 3, Message: "Secret shop/app-cert not found"},
+				{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: observed, LastTransitionTime: metav1.NewTime(epoch)},
+				{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "InvalidCertificateRef", ObservedGeneration: observed, Message: "Secret shop/app-cert not found"},
+				{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: observed},
 			},
-		}},
+		}}
 	}
-	if diff := cmp.Diff(want, st); diff != "" {
-		t.Errorf("Status (-want +got):\n%s", diff)
+	accepted := metav1.Condition{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: 3, Message: fmt.Sprintf("Folded into Gateway infra/shared as listener %q", name)}
+	noConflicts := metav1.Condition{Type: "Conflicted", Status: metav1.ConditionFalse, Reason: "NoConflicts", ObservedGeneration: 3, Message: "No conflicts"}
+	mirrored := v1alpha1.ListenerStatus{
+		Name: "web", Gateway: &v1alpha1.GatewayListenerReference{Namespace: "infra", Name: "shared", ListenerName: name}, AttachedRoutes: 2,
+		Conditions: []metav1.Condition{accepted, noConflicts,
+			{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: 3},
+			{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "InvalidCertificateRef", ObservedGeneration: 3, Message: "Secret shop/app-cert not found"},
+		},
+	}
+	pending := v1alpha1.ListenerStatus{
+		Name: "web", Gateway: mirrored.Gateway,
+		Conditions: []metav1.Condition{accepted, noConflicts,
+			{Type: "Programmed", Status: metav1.ConditionUnknown, Reason: "Pending", ObservedGeneration: 3, Message: "Waiting for the Gateway implementation"}},
+	}
+	changed := folded.DeepCopy()
+	changed.Port = 8443
+	tests := map[string]struct {
+		spec     []gwv1.Listener
+		since    int64
+		observed int64
+		want     v1alpha1.ListenerStatus
+	}{
+		"the implementation reports the generation that carries the listener": {spec: []gwv1.Listener{folded}, since: 6, observed: 7, want: mirrored},
+		"the implementation reports the first generation that carried it":    {spec: []gwv1.Listener{folded}, since: 6, observed: 6, want: mirrored},
+		"the report predates the listener":                                    {spec: []gwv1.Listener{folded}, since: 7, observed: 6, want: pending},
+		"the Gateway does not carry the listener yet":                         {since: 7, observed: 7, want: pending},
+		"the Gateway carries an older listener of that name":                  {spec: []gwv1.Listener{*changed}, since: 7, observed: 7, want: pending},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			gw := gateway(gwv1.NamespacesFromAll, tc.spec...)
+			gw.Generation = 7
+			gw.Status.Listeners = reported(tc.observed)
+			in := Input{Gateway: gw, Fragments: []v1alpha1.ListenerFragment{lf}, Managed: sets.New(folded.Name), CarriedSince: map[gwv1.SectionName]int64{folded.Name: tc.since}}
+			st := Fold(in).Statuses[types.NamespacedName{Namespace: "shop", Name: "checkout"}]
+			if diff := cmp.Diff([]v1alpha1.ListenerStatus{tc.want}, st.Listeners); diff != "" {
+				t.Errorf("Listener status (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -438,5 +458,75 @@ func BenchmarkFold(b *testing.B) {
 				Fold(in)
 			}
 		})
+	}
+}
+
+func TestFoldChecksReferenceGrants(t *testing.T) {
+	withCert := func(ns string) gwv1.ListenerEntry {
+		l := entry("web", 443, gwv1.HTTPSProtocolType, "app.example.com")
+		l.TLS = &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert", Namespace: ptr.To(gwv1.Namespace(ns))}}}
+		return l
+	}
+	grant := gwv1.ReferenceGrant{Spec: gwv1.ReferenceGrantSpec{
+		From: []gwv1.ReferenceGrantFrom{{Group: gwv1.Group(v1alpha1.GroupVersion.Group), Kind: "ListenerFragment", Namespace: "shop"}},
+		To:   []gwv1.ReferenceGrantTo{{Kind: "Secret"}},
+	}}
+	tests := map[string]struct {
+		grants map[string][]gwv1.ReferenceGrant
+		want   []string
+	}{
+		"granted in the Secret's namespace":  {grants: map[string][]gwv1.ReferenceGrant{"certs": {grant}}, want: []string{"shop/f/web: Accepted", "shop/g/web: HostnameConflict"}},
+		"no grant: not folded, and the next": {want: []string{"shop/f/web: RefNotPermitted", "shop/g/web: Accepted"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := Fold(Input{Gateway: gateway(gwv1.NamespacesFromAll), Grants: tc.grants, Fragments: []v1alpha1.ListenerFragment{
+				fragment("shop", "f", 0, withCert("certs")),
+				fragment("shop", "g", 1, withCert("shop")),
+			}})
+			if diff := cmp.Diff(tc.want, outcomes(r)); diff != "" {
+				t.Fatalf("Outcomes (-want +got):\n%s", diff)
+			}
+			if tc.grants != nil {
+				return
+			}
+			ls := r.Statuses[types.NamespacedName{Namespace: "shop", Name: "f"}].Listeners[0]
+			c := meta.FindStatusCondition(ls.Conditions, string(gwv1.ListenerEntryConditionResolvedRefs))
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "RefNotPermitted" ||
+				!strings.Contains(c.Message, "no ReferenceGrant in namespace certs allows ListenerFragments from namespace shop") {
+				t.Errorf("ResolvedRefs = %+v, want False with RefNotPermitted naming the grant to create", c)
+			}
+		})
+	}
+}
+
+func TestFoldConflictedListenerSaysTheConflictEverywhere(t *testing.T) {
+	r := Fold(Input{Gateway: gateway(gwv1.NamespacesFromAll, own("main", 443, gwv1.HTTPSProtocolType, "app.example.com")), Fragments: []v1alpha1.ListenerFragment{
+		fragment("shop", "f", 0, entry("web", 443, gwv1.HTTPSProtocolType, "app.example.com")),
+	}})
+	ls := r.Statuses[types.NamespacedName{Namespace: "shop", Name: "f"}].Listeners[0]
+	for _, want := range []struct {
+		t string
+		s metav1.ConditionStatus
+	}{{"Accepted", metav1.ConditionFalse}, {"Conflicted", metav1.ConditionTrue}, {"Programmed", metav1.ConditionFalse}} {
+		c := meta.FindStatusCondition(ls.Conditions, want.t)
+		if c == nil || c.Status != want.s || c.Reason != "HostnameConflict" {
+			t.Errorf("%s = %+v, want %s with reason HostnameConflict", want.t, c, want.s)
+		}
+	}
+}
+
+func TestFoldLeavesOutRejectedFragments(t *testing.T) {
+	in := Input{Gateway: gateway(gwv1.NamespacesFromAll), Fragments: []v1alpha1.ListenerFragment{
+		fragment("shop", "f", 0, entry("web", 443, gwv1.HTTPSProtocolType, "a.example.com")),
+		fragment("shop", "g", 1, entry("web", 443, gwv1.HTTPSProtocolType, "b.example.com")),
+	}, Rejected: map[types.NamespacedName]string{{Namespace: "shop", Name: "f"}: "denied by policy no-a"}}
+	r := Fold(in)
+	if diff := cmp.Diff([]string{"shop/g/web: Accepted"}, outcomes(r)); diff != "" {
+		t.Fatalf("Outcomes (-want +got):\n%s", diff)
+	}
+	c := meta.FindStatusCondition(r.Statuses[types.NamespacedName{Namespace: "shop", Name: "f"}].Conditions, "Accepted")
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "ListenersNotValid" || !strings.HasSuffix(c.Message, ": denied by policy no-a") {
+		t.Errorf("Accepted = %+v, want False ListenersNotValid with the API server's message", c)
 	}
 }

@@ -2,6 +2,9 @@ package merger
 
 import (
 	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,13 +49,57 @@ func notAccepted(lf *v1alpha1.ListenerFragment, reason v1alpha1.FragmentConditio
 	}}
 }
 
-// fragmentStatus reports each listener's outcome and, for folded ones, what
-// the Gateway implementation says of it.
-func fragmentStatus(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []Outcome) v1alpha1.ListenerFragmentStatus {
-	reported := map[gwv1.SectionName]gwv1.ListenerStatus{}
-	for _, s := range gw.Status.Listeners {
-		reported[s.Name] = s
+// reportedFor returns what the Gateway implementation reports of listener l
+// once it has seen it as folded: only if the Gateway's spec carries l as it
+// is, and only conditions observed at or after `since`, the generation that
+// first carried it; else nothing, and the listener stays Pending.
+func reportedFor(gw *gwv1.Gateway, l *gwv1.Listener, since int64) (gwv1.ListenerStatus, bool) {
+	carried := slices.ContainsFunc(gw.Spec.Listeners, func(c gwv1.Listener) bool { return equality.Semantic.DeepEqual(c, *l) })
+	if !carried {
+		return gwv1.ListenerStatus{}, false
 	}
+	for _, s := range gw.Status.Listeners {
+		if s.Name != l.Name {
+			continue
+		}
+		out := gwv1.ListenerStatus{Name: s.Name, AttachedRoutes: s.AttachedRoutes, SupportedKinds: s.SupportedKinds}
+		for _, c := range s.Conditions {
+			if c.ObservedGeneration >= since {
+				out.Conditions = append(out.Conditions, c)
+			}
+		}
+		// Without a current Programmed condition, attachedRoutes may be
+		// counted for an older listener of the same name.
+		if meta.FindStatusCondition(out.Conditions, string(gwv1.ListenerConditionProgrammed)) == nil {
+			return gwv1.ListenerStatus{}, false
+		}
+		return out, true
+	}
+	return gwv1.ListenerStatus{}, false
+}
+
+// notFolded are the conditions of a listener the fold left out. A
+// conflicted listener says the conflict in all three conditions, as
+// upstream's ListenerSet does; one whose certificate is not granted says so
+// in ResolvedRefs.
+func notFolded(lf *v1alpha1.ListenerFragment, o Outcome) []metav1.Condition {
+	conflicted := condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionFalse, gwv1.ListenerReasonNoConflicts, lf.Generation, "No conflicts")
+	programmed := condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, gwv1.ListenerEntryReasonInvalid, lf.Generation, "Not folded into the Gateway: "+o.Message)
+	conds := []metav1.Condition{condition(gwv1.ListenerEntryConditionAccepted, metav1.ConditionFalse, o.Reason, lf.Generation, o.Message)}
+	switch o.Reason {
+	case gwv1.ListenerEntryReasonHostnameConflict, gwv1.ListenerEntryReasonProtocolConflict, gwv1.ListenerEntryReasonListenerConflict:
+		conflicted = condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionTrue, o.Reason, lf.Generation, o.Message)
+		programmed = condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, o.Reason, lf.Generation, o.Message)
+	case gwv1.ListenerEntryReasonRefNotPermitted:
+		conds = append(conds, condition(gwv1.ListenerEntryConditionResolvedRefs, metav1.ConditionFalse, o.Reason, lf.Generation, o.Message))
+	}
+	return append(conds, conflicted, programmed)
+}
+
+// fragmentStatus reports each listener's outcome and, for folded ones, what
+// the Gateway implementation says of it. since is, by listener name, the
+// Gateway generation that first carried each folded listener as it is.
+func fragmentStatus(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, since map[gwv1.SectionName]int64, outcomes []Outcome) v1alpha1.ListenerFragmentStatus {
 	st := v1alpha1.ListenerFragmentStatus{}
 	folded, tooMany, programmed := 0, 0, 0
 	var notProgrammed *metav1.Condition
@@ -68,7 +115,11 @@ func fragmentStatus(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []
 				condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionFalse, gwv1.ListenerReasonNoConflicts, lf.Generation, "No conflicts"),
 				condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionUnknown, gwv1.ListenerEntryReasonPending, lf.Generation, "Waiting for the Gateway implementation"),
 			}
-			if r, ok := reported[name]; ok {
+			gen, known := since[name]
+			if !known {
+				gen = gw.Generation
+			}
+			if r, ok := reportedFor(gw, o.GatewayListener, gen); ok {
 				ls.AttachedRoutes = r.AttachedRoutes
 				for _, t := range mirrored {
 					if c := meta.FindStatusCondition(r.Conditions, string(t)); c != nil {
@@ -92,15 +143,7 @@ func fragmentStatus(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []
 			if o.Reason == gwv1.ListenerEntryReasonTooManyListeners {
 				tooMany++
 			}
-			conflicted := condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionFalse, gwv1.ListenerReasonNoConflicts, lf.Generation, "No conflicts")
-			if o.Reason != gwv1.ListenerEntryReasonTooManyListeners {
-				conflicted = condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionTrue, o.Reason, lf.Generation, o.Message)
-			}
-			ls.Conditions = []metav1.Condition{
-				condition(gwv1.ListenerEntryConditionAccepted, metav1.ConditionFalse, o.Reason, lf.Generation, o.Message),
-				conflicted,
-				condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, gwv1.ListenerEntryReasonInvalid, lf.Generation, "Not folded into the Gateway"),
-			}
+			ls.Conditions = notFolded(lf, o)
 		}
 		st.Listeners = append(st.Listeners, ls)
 	}

@@ -97,6 +97,9 @@ func TestDevServesCRDsAndStopsCleanly(t *testing.T) {
 	if !strings.Contains(banner, "export KUBECONFIG="+kubeconfig) {
 		t.Errorf("Banner does not tell how to use the kubeconfig:\n%s", banner)
 	}
+	if !strings.Contains(banner, "in this process\nas cluster-admin") {
+		t.Errorf("Banner does not say that the in-process manager runs as cluster-admin:\n%s", banner)
+	}
 	// The samples are applied and folded: two fragments land, one conflicts
 	// with the Gateway's own listener.
 	for _, want := range []string{
