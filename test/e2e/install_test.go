@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -15,7 +19,9 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gatefold/gatefold/internal/devenv"
@@ -125,6 +131,7 @@ func TestOverlaysInstall(t *testing.T) {
 		if svc.Spec.Ports[0].Port != 443 || svc.Spec.Ports[0].TargetPort.StrVal != "webhook" {
 			t.Errorf("Webhook Service ports %+v, want 443 to the webhook port", svc.Spec.Ports)
 		}
+		checkMetrics(t, c, d)
 	})
 
 	t.Run("ha", func(t *testing.T) {
@@ -161,6 +168,7 @@ func TestOverlaysInstall(t *testing.T) {
 		if len(d.Spec.Template.Spec.Volumes) != 0 {
 			t.Errorf("The self-signed manager mounts %+v, want nothing", d.Spec.Template.Spec.Volumes)
 		}
+		checkMetrics(t, c, d)
 		role := &rbacv1.ClusterRole{}
 		get(t, c, client.ObjectKey{Name: "gatefold-self-signed-role"}, role)
 		if names := role.Rules[0].ResourceNames; !slices.Equal(names, []string{"gatefold-mutating-webhook-configuration", "gatefold-validating-webhook-configuration"}) {
@@ -174,6 +182,173 @@ func TestOverlaysInstall(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("make deploy", func(t *testing.T) {
+		out := makeDeploy(t, env, kubeconfig, "deploy", "IMG=example/gatefold:v9", "OVERLAY=ha")
+		if !strings.Contains(out, "deployment.apps/gatefold-controller-manager serverside-applied") {
+			t.Errorf("make deploy did not apply the Deployment:\n%s", out)
+		}
+		d := managerDeployment(t, c)
+		if got := d.Spec.Template.Spec.Containers[0].Image; got != "example/gatefold:v9" {
+			t.Errorf("After make deploy IMG=example/gatefold:v9 the Deployment runs %q", got)
+		}
+		if *d.Spec.Replicas != 3 {
+			t.Errorf("make deploy OVERLAY=ha installed %d replicas, want 3", *d.Spec.Replicas)
+		}
+	})
+}
+
+// makeDeploy runs a target of the Makefile's deploy section with the
+// control plane's kubectl and kubeconfig, its overlay in a folder of the
+// test's, and returns make's output.
+func makeDeploy(t *testing.T, env *devenv.Env, kubeconfig string, args ...string) string {
+	t.Helper()
+	root, err := devenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args = append([]string{"-s", "-C", root, "KUBECTL=" + filepath.Join(env.AssetsDir, "kubectl"), "DEPLOY_DIR=" + t.TempDir()}, args...)
+	cmd := exec.Command("make", args...)
+	cmd.Env = append(makeEnv(), "KUBECONFIG="+kubeconfig)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// TestInstallImageFollowsIMG renders the overlay `make deploy` writes for an
+// IMG, as kubectl applies it, and checks the image the Deployment runs.
+func TestInstallImageFollowsIMG(t *testing.T) {
+	assets, err := devenv.FindAssets("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := devenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := "sha256:" + strings.Repeat("0123456789abcdef", 4)
+	for name, tc := range map[string]struct {
+		args      []string
+		wantImage string
+	}{
+		"no IMG: the image config/manager names": {wantImage: "gatefold:latest"},
+		"repository and tag":                     {args: []string{"IMG=example/gatefold:v9"}, wantImage: "example/gatefold:v9"},
+		"registry with a port, ha overlay":       {args: []string{"IMG=localhost:5000/team/gatefold:1.10", "OVERLAY=ha"}, wantImage: "localhost:5000/team/gatefold:1.10"},
+		"digest, self-signed overlay":            {args: []string{"IMG=example/gatefold@" + digest, "OVERLAY=self-signed"}, wantImage: "example/gatefold@" + digest},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := append([]string{"-s", "-C", root, "deploy-overlay", "DEPLOY_DIR=" + dir}, tc.args...)
+			cmd := exec.Command("make", args...)
+			cmd.Env = makeEnv()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("make %v: %v\n%s", args, err, out)
+			}
+			out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", dir).Output()
+			if err != nil {
+				t.Fatalf("kubectl kustomize %s: %v", dir, err)
+			}
+			var images []string
+			for _, d := range decodeDeployments(t, out) {
+				for _, c := range d.Spec.Template.Spec.Containers {
+					images = append(images, c.Image)
+				}
+			}
+			if !slices.Equal(images, []string{tc.wantImage}) {
+				t.Errorf("The rendered overlay runs images %v, want [%s]", images, tc.wantImage)
+			}
+		})
+	}
+
+	t.Run("an overlay that does not exist", func(t *testing.T) {
+		cmd := exec.Command("make", "-s", "-C", root, "deploy-overlay", "DEPLOY_DIR="+t.TempDir(), "OVERLAY=prod")
+		cmd.Env = makeEnv()
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "OVERLAY must be default, ha or self-signed") {
+			t.Errorf("make deploy-overlay OVERLAY=prod: %v\n%s", err, out)
+		}
+	})
+}
+
+// makeEnv is the test's environment without the variables the deploy
+// targets read, so that only the test's arguments set them.
+func makeEnv() []string {
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains([]string{"IMG", "OVERLAY", "DEPLOY_DIR", "KUBECTL", "KUBECONFIG"}, name)
+	})
+}
+
+func decodeDeployments(t *testing.T, manifests []byte) []appsv1.Deployment {
+	t.Helper()
+	var ds []appsv1.Deployment
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return ds
+		} else if err != nil {
+			t.Fatalf("Decoding the rendered overlay: %v", err)
+		}
+		if u.GetKind() != "Deployment" {
+			continue
+		}
+		var d appsv1.Deployment
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &d); err != nil {
+			t.Fatalf("Decoding Deployment %s: %v", u.GetName(), err)
+		}
+		ds = append(ds, d)
+	}
+}
+
+// checkMetrics checks that an overlay serves the metrics on 8443 behind a
+// Service, lets the manager ask the API server who a scraper is and what it
+// may do, and gives scrapers a role to be bound to.
+func checkMetrics(t *testing.T, c client.Client, d *appsv1.Deployment) {
+	t.Helper()
+	container := d.Spec.Template.Spec.Containers[0]
+	if !slices.Contains(container.Args, "--metrics-bind-address=:8443") {
+		t.Errorf("Manager args %v do not serve metrics on :8443", container.Args)
+	}
+	if i := slices.IndexFunc(container.Ports, func(p corev1.ContainerPort) bool { return p.Name == "metrics" }); i < 0 || container.Ports[i].ContainerPort != 8443 {
+		t.Errorf("Manager ports %+v, want metrics on 8443", container.Ports)
+	}
+	svc := &corev1.Service{}
+	get(t, c, client.ObjectKey{Namespace: installNamespace, Name: "gatefold-metrics-service"}, svc)
+	if p := svc.Spec.Ports; len(p) != 1 || p[0].Name != "https" || p[0].Port != 8443 || p[0].TargetPort.StrVal != "metrics" {
+		t.Errorf("Metrics Service ports %+v, want https 8443 to the metrics port", p)
+	}
+	for k, v := range svc.Spec.Selector {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("Metrics Service selector %v does not select the manager's pods %v", svc.Spec.Selector, d.Spec.Template.Labels)
+		}
+	}
+
+	auth := &rbacv1.ClusterRole{}
+	get(t, c, client.ObjectKey{Name: "gatefold-metrics-auth-role"}, auth)
+	for _, want := range []rbacv1.PolicyRule{
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+	} {
+		if !slices.ContainsFunc(auth.Rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Equal(r.APIGroups, want.APIGroups) && slices.Equal(r.Resources, want.Resources) && slices.Equal(r.Verbs, want.Verbs)
+		}) {
+			t.Errorf("ClusterRole gatefold-metrics-auth-role lacks %v", want)
+		}
+	}
+	binding := &rbacv1.ClusterRoleBinding{}
+	get(t, c, client.ObjectKey{Name: "gatefold-metrics-auth-rolebinding"}, binding)
+	if s := binding.Subjects; binding.RoleRef.Name != "gatefold-metrics-auth-role" || len(s) != 1 ||
+		s[0].Kind != "ServiceAccount" || s[0].Namespace != installNamespace || s[0].Name != d.Spec.Template.Spec.ServiceAccountName {
+		t.Errorf("ClusterRoleBinding gatefold-metrics-auth-rolebinding binds %v to %+v, want the manager's ServiceAccount", binding.RoleRef.Name, s)
+	}
+	reader := &rbacv1.ClusterRole{}
+	get(t, c, client.ObjectKey{Name: "gatefold-metrics-reader"}, reader)
+	if r := reader.Rules; len(r) != 1 || !slices.Equal(r[0].NonResourceURLs, []string{"/metrics"}) || !slices.Equal(r[0].Verbs, []string{"get"}) {
+		t.Errorf("ClusterRole gatefold-metrics-reader rules %+v, want get /metrics only", r)
+	}
 }
 
 // checkHardened checks the Deployment runs the way the restricted Pod
