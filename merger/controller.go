@@ -2,22 +2,19 @@ package merger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/rules"
@@ -34,6 +31,11 @@ type Reconciler struct {
 	// ManageReferenceGrants keeps a ReferenceGrant per fragment that lets
 	// the Gateway read the fragment's certificate Secrets.
 	ManageReferenceGrants bool
+	// Resync is how often a Gateway is folded again with no event, which
+	// repairs statuses someone else changed; a current one writes nothing.
+	Resync time.Duration
+
+	carried carriedMemo
 }
 
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=patch
@@ -46,19 +48,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	res := Fold(in)
-	foldsTotal.Inc()
-	recordListeners(req.NamespacedName, in.Gateway, res)
-
-	if in.Gateway != nil && in.Gateway.DeletionTimestamp.IsZero() {
-		if err := r.applyListeners(ctx, in.Gateway, in.Managed, res.Listeners); err != nil {
-			return ctrl.Result{}, err
-		}
+	res, err := r.fold(ctx, req.NamespacedName, &in)
+	if apierrors.IsConflict(err) {
+		// The Gateway changed since the read: fold the newer one. A deposed
+		// leader ends here instead of overwriting its successor's fold.
+		log.FromContext(ctx).V(1).Info("Gateway changed while folding, folding again", "gateway", req.NamespacedName)
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	var errs []error
+	changed := false
 	for i := range in.Fragments {
 		lf := &in.Fragments[i]
-		if err := r.applyStatus(ctx, lf, res.Statuses[keyOf(lf)]); err != nil {
+		switch err := r.applyStatus(ctx, lf, res.Statuses[keyOf(lf)]); {
+		case apierrors.IsConflict(err):
+			changed = true
+		case err != nil:
 			errs = append(errs, err)
 		}
 		if r.ManageReferenceGrants {
@@ -67,20 +74,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 		}
 	}
-	return ctrl.Result{}, errors.Join(errs...)
+	if changed && len(errs) == 0 {
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	return ctrl.Result{RequeueAfter: r.Resync}, errors.Join(errs...)
 }
 
 // read gathers the fold's input from the cache.
 func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input, error) {
-	in := Input{NamespaceLabels: map[string]map[string]string{}}
+	in := Input{NamespaceLabels: map[string]map[string]string{}, Grants: map[string][]gwv1.ReferenceGrant{}}
 	gw := &gwv1.Gateway{}
 	switch err := r.Client.Get(ctx, key, gw); {
 	case apierrors.IsNotFound(err):
+		r.carried.forget(key)
 	case err != nil:
 		return in, fmt.Errorf("reading Gateway %s: %w", key, err)
 	default:
 		in.Gateway = gw
 		in.Managed = rules.ManagedListeners(gw)
+		in.CarriedSince = r.carried.observe(key, gw, in.Managed)
 	}
 	list := &v1alpha1.ListenerFragmentList{}
 	if err := r.Client.List(ctx, list, client.MatchingFields{rules.ParentIndex: key.String()}); err != nil {
@@ -91,79 +103,43 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 			continue
 		}
 		in.Fragments = append(in.Fragments, lf)
-		if _, done := in.NamespaceLabels[lf.Namespace]; done {
-			continue
+		if err := r.readNamespace(ctx, lf.Namespace, in.NamespaceLabels); err != nil {
+			return in, err
 		}
-		ns := &corev1.Namespace{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Name: lf.Namespace}, ns); err != nil {
-			return in, fmt.Errorf("reading namespace %s: %w", lf.Namespace, err)
+		for i, l := range lf.Spec.Listeners {
+			for _, ref := range rules.ForeignCertificateRefs(lf.Namespace, i, l) {
+				if err := r.readGrants(ctx, ref.Namespace, in.Grants); err != nil {
+					return in, err
+				}
+			}
 		}
-		in.NamespaceLabels[lf.Namespace] = ns.Labels
 	}
 	return in, nil
 }
 
-// listenersChanged reports whether applying `desired` would change the
-// Gateway: a steady state makes no request at all.
-func listenersChanged(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], desired []gwv1.Listener) bool {
-	if len(desired) != managed.Len() {
-		return true
-	}
-	current := map[gwv1.SectionName]*gwv1.Listener{}
-	for i := range gw.Spec.Listeners {
-		current[gw.Spec.Listeners[i].Name] = &gw.Spec.Listeners[i]
-	}
-	for i := range desired {
-		c, ok := current[desired[i].Name]
-		if !ok || !managed.Has(desired[i].Name) || !equality.Semantic.DeepEqual(*c, desired[i]) {
-			return true
-		}
-	}
-	return false
-}
-
-// applyListeners server-side applies exactly gatefold's listeners: entries
-// rules.FieldManager applied before and no longer sends are removed, listeners of
-// other managers are neither sent nor touched.
-func (r *Reconciler) applyListeners(ctx context.Context, gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], desired []gwv1.Listener) error {
-	if !listenersChanged(gw, managed, desired) {
-		gatewayApplies.WithLabelValues(resultUnchanged).Inc()
+// readNamespace reads a namespace's labels, metadata only, once per fold.
+func (r *Reconciler) readNamespace(ctx context.Context, name string, labels map[string]map[string]string) error {
+	if _, done := labels[name]; done {
 		return nil
 	}
-	spec := gwapply.GatewaySpec()
-	for _, l := range desired {
-		ac := &gwapply.ListenerApplyConfiguration{}
-		if err := convert(l, ac); err != nil {
-			return err
-		}
-		spec.WithListeners(ac)
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return fmt.Errorf("reading namespace %s: %w", name, err)
 	}
-	before := gw.ResourceVersion
-	applied := gwapply.Gateway(gw.Name, gw.Namespace).WithSpec(spec)
-	if err := r.Client.Apply(ctx, applied, client.FieldOwner(rules.FieldManager), client.ForceOwnership); err != nil {
-		gatewayApplies.WithLabelValues(resultError).Inc()
-		// The Gateway's owner sees why its fragments' listeners are not landing.
-		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "ApplyFailed", "Fold", "Applying %d gatefold listeners failed: %v", len(desired), err)
-		return fmt.Errorf("applying %d listeners to Gateway %s: %w", len(desired), klog.KObj(gw), err)
-	}
-	result := resultWritten
-	if applied.ResourceVersion != nil && *applied.ResourceVersion == before {
-		result = resultNoop
-	}
-	gatewayApplies.WithLabelValues(result).Inc()
-	log.FromContext(ctx).Info("Applied listeners", "gateway", klog.KObj(gw), "listeners", len(desired), "result", result)
+	labels[name] = ns.Labels
 	return nil
 }
 
-// convert copies a typed object into its apply configuration through JSON,
-// which both share.
-func convert(from, to any) error {
-	raw, err := json.Marshal(from)
-	if err != nil {
-		return fmt.Errorf("encoding %T: %w", from, err)
+// readGrants reads the ReferenceGrants of a namespace, once per fold.
+func (r *Reconciler) readGrants(ctx context.Context, ns string, grants map[string][]gwv1.ReferenceGrant) error {
+	if _, done := grants[ns]; done {
+		return nil
 	}
-	if err := json.Unmarshal(raw, to); err != nil {
-		return fmt.Errorf("decoding %T: %w", to, err)
+	list := &gwv1.ReferenceGrantList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("listing ReferenceGrants in %s: %w", ns, err)
 	}
+	grants[ns] = list.Items
 	return nil
 }

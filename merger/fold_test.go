@@ -290,7 +290,7 @@ func TestFoldStatusMirrorsGateway(t *testing.T) {
 		want     v1alpha1.ListenerStatus
 	}{
 		"the implementation reports the generation that carries the listener": {spec: []gwv1.Listener{folded}, since: 6, observed: 7, want: mirrored},
-		"the implementation reports the first generation that carried it":    {spec: []gwv1.Listener{folded}, since: 6, observed: 6, want: mirrored},
+		"the implementation reports the first generation that carried it":     {spec: []gwv1.Listener{folded}, since: 6, observed: 6, want: mirrored},
 		"the report predates the listener":                                    {spec: []gwv1.Listener{folded}, since: 7, observed: 6, want: pending},
 		"the Gateway does not carry the listener yet":                         {since: 7, observed: 7, want: pending},
 		"the Gateway carries an older listener of that name":                  {spec: []gwv1.Listener{*changed}, since: 7, observed: 7, want: pending},

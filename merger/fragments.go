@@ -20,7 +20,8 @@ import (
 )
 
 // applyStatus server-side applies a fragment's status when it differs from
-// the stored one, and records an event for each listener whose outcome
+// the stored one (a 409 when the fragment changed since the fold read it),
+// and records an event for each listener whose outcome
 // changed.
 func (r *Reconciler) applyStatus(ctx context.Context, lf *v1alpha1.ListenerFragment, desired v1alpha1.ListenerFragmentStatus) error {
 	desired = withTransitionTimes(desired, lf.Status, metav1.Now())
@@ -32,10 +33,15 @@ func (r *Reconciler) applyStatus(ctx context.Context, lf *v1alpha1.ListenerFragm
 	if err := convert(desired, status); err != nil {
 		return fmt.Errorf("encoding status of ListenerFragment %s: %w", klog.KObj(lf), err)
 	}
-	applied := lfapply.ListenerFragment(lf.Name, lf.Namespace).WithStatus(status)
+	// Fenced like the Gateway apply: a deposed leader's stale status is refused.
+	applied := lfapply.ListenerFragment(lf.Name, lf.Namespace).WithResourceVersion(lf.ResourceVersion).WithStatus(status)
 	if err := r.Client.Status().Apply(ctx, applied, client.FieldOwner(rules.FieldManager), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // deleted since the cache saw it
+		}
+		if apierrors.IsConflict(err) {
+			statusApplies.WithLabelValues(resultConflict).Inc()
+			return err
 		}
 		statusApplies.WithLabelValues(resultError).Inc()
 		return fmt.Errorf("applying status of ListenerFragment %s: %w", klog.KObj(lf), err)

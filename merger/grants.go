@@ -89,7 +89,14 @@ func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragme
 		log.FromContext(ctx).Info("Deleted unused ReferenceGrant", "referenceGrant", klog.KObj(current))
 		return nil
 	}
-	if current != nil && grantUpToDate(current, lf, gw.Namespace, secrets) {
+	if current != nil && !ownedBy(current, lf) {
+		// Someone else's grant of that name: never overwrite it.
+		r.Recorder.Eventf(lf, nil, corev1.EventTypeWarning, "ReferenceGrantNotOwned", "Grant",
+			"ReferenceGrant %s exists and gatefold does not manage it, so it was left unchanged: Gateway namespace %s may be unable to read Secrets %v; rename or delete that ReferenceGrant, or grant them yourself",
+			key, gw.Namespace, secrets)
+		return nil
+	}
+	if current != nil && grantUpToDate(current, gw.Namespace, secrets) {
 		return nil
 	}
 	spec := gwapply.ReferenceGrantSpec().WithFrom(gwapply.ReferenceGrantFrom().
@@ -117,8 +124,8 @@ func ownedBy(grant *gwv1.ReferenceGrant, lf *v1alpha1.ListenerFragment) bool {
 	return ref != nil && ref.UID == lf.UID
 }
 
-func grantUpToDate(g *gwv1.ReferenceGrant, lf *v1alpha1.ListenerFragment, gatewayNS string, secrets []string) bool {
-	if !ownedBy(g, lf) || len(g.Spec.From) != 1 || len(g.Spec.To) != len(secrets) {
+func grantUpToDate(g *gwv1.ReferenceGrant, gatewayNS string, secrets []string) bool {
+	if len(g.Spec.From) != 1 || len(g.Spec.To) != len(secrets) {
 		return false
 	}
 	if f := g.Spec.From[0]; f.Group != gwv1.GroupName || f.Kind != "Gateway" || string(f.Namespace) != gatewayNS {

@@ -12,6 +12,7 @@ const (
 	resultWritten   = "written"   // the object changed
 	resultNoop      = "noop"      // sent, and the API server found nothing to change
 	resultUnchanged = "unchanged" // not sent: nothing to change
+	resultConflict  = "conflict"  // refused: the Gateway changed since the fold read it
 	resultError     = "error"
 )
 
@@ -22,11 +23,11 @@ var (
 	})
 	gatewayApplies = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatefold_merger_gateway_applies_total",
-		Help: "Server-side applies of a Gateway's folded listeners, by result: written, noop, unchanged (not sent) or error",
+		Help: "Server-side applies of a Gateway's folded listeners, by result: written, noop, unchanged (not sent), conflict (the Gateway changed since the fold read it) or error",
 	}, []string{"result"})
 	statusApplies = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatefold_merger_status_applies_total",
-		Help: "Server-side applies of fragment statuses, by result: written, unchanged (not sent) or error",
+		Help: "Server-side applies of fragment statuses, by result: written, unchanged (not sent), conflict (the fragment changed since the fold read it) or error",
 	}, []string{"result"})
 	grantWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatefold_merger_reference_grant_writes_total",
@@ -38,7 +39,7 @@ var (
 	}, []string{"reason"})
 	listenersGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gatefold_merger_listeners",
-		Help: "Fragment listeners per Gateway (namespace/name) by state: folded, conflicted or too_many",
+		Help: "Fragment listeners per Gateway (namespace/name) by state: folded, conflicted, too_many or ref_not_permitted",
 	}, []string{"gateway", "state"})
 )
 
@@ -53,13 +54,15 @@ func recordListeners(key types.NamespacedName, gw *gwv1.Gateway, res Result) {
 		listenersGauge.DeletePartialMatch(prometheus.Labels{"gateway": key.String()})
 		return
 	}
-	counts := map[string]float64{"folded": 0, "conflicted": 0, "too_many": 0}
+	counts := map[string]float64{"folded": 0, "conflicted": 0, "too_many": 0, "ref_not_permitted": 0}
 	for _, o := range res.Outcomes {
 		switch {
 		case o.Folded():
 			counts["folded"]++
 		case o.Reason == gwv1.ListenerEntryReasonTooManyListeners:
 			counts["too_many"]++
+		case o.Reason == gwv1.ListenerEntryReasonRefNotPermitted:
+			counts["ref_not_permitted"]++
 		default:
 			counts["conflicted"]++
 		}

@@ -2,9 +2,12 @@ package merger
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,31 +28,52 @@ type Options struct {
 	ManageReferenceGrants bool
 	// Workers is how many Gateways are folded at once.
 	Workers int
+	// Resync is how often every Gateway is folded again without an event.
+	Resync time.Duration
+}
+
+// certificateNamespaceIndex indexes fragments by the namespaces their
+// certificateRefs point into, other than their own: a ReferenceGrant there
+// decides whether they fold.
+const certificateNamespaceIndex = "gatefold.dev/certificate-namespaces"
+
+func certificateNamespaces(o client.Object) []string {
+	lf := o.(*v1alpha1.ListenerFragment)
+	ns := sets.New[string]()
+	for i, l := range lf.Spec.Listeners {
+		for _, ref := range rules.ForeignCertificateRefs(lf.Namespace, i, l) {
+			ns.Insert(ref.Namespace)
+		}
+	}
+	return sets.List(ns)
 }
 
 // Setup registers the merger with the manager. It runs on the elected
 // leader only, like every controller; rules.IndexFragmentParents must have
 // been registered.
-func Setup(mgr ctrl.Manager, opts Options) error {
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	r := &Reconciler{
 		Client:                mgr.GetClient(),
 		Recorder:              mgr.GetEventRecorder("gatefold-merger"),
 		ManageReferenceGrants: opts.ManageReferenceGrants,
+		Resync:                opts.Resync,
 	}
-	b := ctrl.NewControllerManagedBy(mgr).
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ListenerFragment{}, certificateNamespaceIndex, certificateNamespaces); err != nil {
+		return fmt.Errorf("indexing fragments by certificate namespace: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
 		Named("merger").
 		For(&gwv1.Gateway{}).
 		// Only spec changes matter: the merger's own status writes must not
 		// fold the Gateway again.
 		Watches(&v1alpha1.ListenerFragment{}, handler.EnqueueRequestsFromMapFunc(parentOfFragment),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfNamespace),
+		// Labels are all the merger reads of a namespace.
+		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers})
-	if opts.ManageReferenceGrants {
-		b = b.Watches(&gwv1.ReferenceGrant{}, handler.EnqueueRequestsFromMapFunc(r.gatewayOfGrant))
-	}
-	return b.Complete(r)
+		Watches(&gwv1.ReferenceGrant{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfGrant)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
+		Complete(r)
 }
 
 func parentOfFragment(_ context.Context, o client.Object) []reconcile.Request {
@@ -64,28 +88,38 @@ func (r *Reconciler) gatewaysOfNamespace(ctx context.Context, o client.Object) [
 		ctrl.LoggerFrom(ctx).Error(err, "Listing fragments of a relabelled namespace", "namespace", o.GetName())
 		return nil
 	}
+	return parentsOf(list.Items)
+}
+
+// gatewaysOfGrant maps a ReferenceGrant to the Gateways it matters to: those
+// of fragments whose certificates it may grant (a revoked grant withdraws
+// their listeners), and, for a grant the merger keeps, its fragment's, so that
+// a grant someone changed or deleted is restored.
+func (r *Reconciler) gatewaysOfGrant(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &v1alpha1.ListenerFragmentList{}
+	if err := r.Client.List(ctx, list, client.MatchingFields{certificateNamespaceIndex: o.GetNamespace()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing fragments with certificates in a namespace", "namespace", o.GetNamespace())
+		return nil
+	}
+	if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == "ListenerFragment" && ref.APIVersion == v1alpha1.GroupVersion.String() {
+		lf := v1alpha1.ListenerFragment{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}, &lf); err == nil {
+			list.Items = append(list.Items, lf)
+		}
+	}
+	return parentsOf(list.Items)
+}
+
+// parentsOf returns each distinct parent Gateway of the fragments once.
+func parentsOf(fragments []v1alpha1.ListenerFragment) []reconcile.Request {
 	seen := map[reconcile.Request]bool{}
 	var out []reconcile.Request
-	for i := range list.Items {
-		req := reconcile.Request{NamespacedName: rules.ParentOf(&list.Items[i])}
+	for i := range fragments {
+		req := reconcile.Request{NamespacedName: rules.ParentOf(&fragments[i])}
 		if !seen[req] {
 			seen[req] = true
 			out = append(out, req)
 		}
 	}
 	return out
-}
-
-// gatewayOfGrant maps a ReferenceGrant the merger keeps back to its
-// fragment's Gateway, so that a grant someone changed or deleted is restored.
-func (r *Reconciler) gatewayOfGrant(ctx context.Context, o client.Object) []reconcile.Request {
-	ref := metav1.GetControllerOf(o)
-	if ref == nil || ref.Kind != "ListenerFragment" || ref.APIVersion != v1alpha1.GroupVersion.String() {
-		return nil
-	}
-	lf := &v1alpha1.ListenerFragment{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}, lf); err != nil {
-		return nil
-	}
-	return parentOfFragment(ctx, lf)
 }

@@ -199,7 +199,7 @@ func TestConflictsAreReportedAndResolvedInPrecedence(t *testing.T) {
 		t.Errorf("Listener web Conflicted = %+v, want True/HostnameConflict", c)
 	}
 	// The holder is in another namespace: the message must not name it.
-	if want := "by a ListenerFragment in another namespace"; c != nil && !strings.Contains(c.Message, want) {
+	if want := "by a listener (HTTPS) of a ListenerFragment in another namespace"; c != nil && !strings.Contains(c.Message, want) {
 		t.Errorf("Conflict message %q does not contain %q", c.Message, want)
 	}
 	st = wantAccepted(t, proto, metav1.ConditionFalse, "ListenersNotValid")
@@ -381,19 +381,34 @@ func TestStatusMirrorsTheGatewayImplementation(t *testing.T) {
 	gw, lf := acceptedFragment(t)
 	got := wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
 
-	// The Gateway implementation reports the folded listener.
-	now := metav1.Now()
-	got.Status.Listeners = []gwv1.ListenerStatus{{
-		Name: gwv1.SectionName(folded(lf, "web")), AttachedRoutes: 3, SupportedKinds: []gwv1.RouteGroupKind{{Kind: "HTTPRoute"}},
-		Conditions: []metav1.Condition{
-			{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", LastTransitionTime: now, ObservedGeneration: got.Generation},
-			{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", LastTransitionTime: now, ObservedGeneration: got.Generation},
-			{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs", LastTransitionTime: now, ObservedGeneration: got.Generation},
-		},
-	}}
-	if err := env.Client.Status().Update(ctx, got); err != nil {
-		t.Fatal(err)
+	report := func(observed int64) {
+		t.Helper()
+		now := metav1.Now()
+		got.Status.Listeners = []gwv1.ListenerStatus{{
+			Name: gwv1.SectionName(folded(lf, "web")), AttachedRoutes: 3, SupportedKinds: []gwv1.RouteGroupKind{{Kind: "HTTPRoute"}},
+			Conditions: []metav1.Condition{
+				{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", LastTransitionTime: now, ObservedGeneration: observed},
+				{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", LastTransitionTime: now, ObservedGeneration: observed},
+				{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs", LastTransitionTime: now, ObservedGeneration: observed},
+			},
+		}}
+		if err := env.Client.Status().Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
 	}
+	// A report for the generation before the listener was folded (a listener
+	// of the same name, since removed) says nothing about this listener.
+	report(got.Generation - 1)
+	for range 20 {
+		time.Sleep(100 * time.Millisecond)
+		st := &v1alpha1.ListenerFragment{}
+		get(t, client.ObjectKeyFromObject(lf), st)
+		if p := meta.FindStatusCondition(st.Status.Conditions, "Programmed"); p == nil || p.Reason != "Pending" || st.Status.Listeners[0].AttachedRoutes != 0 {
+			t.Fatalf("A report on an older generation was mirrored: %+v", st.Status)
+		}
+	}
+	// The Gateway implementation reports the folded listener.
+	report(got.Generation)
 	eventually(t, func() error {
 		st := &v1alpha1.ListenerFragment{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(lf), st); err != nil {

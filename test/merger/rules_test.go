@@ -1,0 +1,172 @@
+package merger
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/merger"
+	"github.com/gatefold/gatefold/test/fixture"
+)
+
+// These tests show that what admission checks holds on every fold, so that
+// the opt-out label, a revoked grant or an admission policy cannot get
+// around it.
+
+func certGrant(ns, fromNS string) *gwv1.ReferenceGrant {
+	return &gwv1.ReferenceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fragments-of-" + fromNS},
+		Spec: gwv1.ReferenceGrantSpec{
+			From: []gwv1.ReferenceGrantFrom{{Group: gwv1.Group(v1alpha1.GroupVersion.Group), Kind: "ListenerFragment", Namespace: gwv1.Namespace(fromNS)}},
+			To:   []gwv1.ReferenceGrantTo{{Kind: "Secret", Name: ptr.To(gwv1.ObjectName("shared-cert"))}},
+		},
+	}
+}
+
+func TestRevokedGrantWithdrawsTheListener(t *testing.T) {
+	infra, shop, certs := newNamespace(t, nil), newNamespace(t, nil), newNamespace(t, nil)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	create(t, gw)
+	grant := certGrant(certs, shop)
+	create(t, grant)
+	e := fixture.HTTPS("web", "app.example.com")
+	e.TLS.CertificateRefs = []gwv1.SecretObjectReference{{Name: "shared-cert", Namespace: ptr.To(gwv1.Namespace(certs))}}
+	lf := fixture.Fragment(shop, "app", gw, e)
+	create(t, lf)
+	wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
+
+	start := time.Now()
+	if err := env.Client.Delete(ctx, grant); err != nil {
+		t.Fatal(err)
+	}
+	wantListeners(t, gw, "default 8080/HTTP")
+	t.Logf("The revoked grant's listener left the Gateway %v after the grant was deleted", time.Since(start).Round(time.Millisecond))
+	eventually(t, func() error {
+		got := &v1alpha1.ListenerFragment{}
+		get(t, client.ObjectKeyFromObject(lf), got)
+		c := listenerCondition(got, "web", "ResolvedRefs")
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "RefNotPermitted" ||
+			!strings.Contains(c.Message, fmt.Sprintf("no ReferenceGrant in namespace %s allows ListenerFragments from namespace %s", certs, shop)) {
+			return fmt.Errorf("ResolvedRefs = %+v, want False RefNotPermitted naming the grant to create", c)
+		}
+		return nil
+	})
+
+	grant.ResourceVersion = ""
+	create(t, grant)
+	wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
+}
+
+// forbidHostname installs a ValidatingAdmissionPolicy that refuses Gateways
+// in namespace ns carrying a listener for host, and waits until it works.
+func forbidHostname(t *testing.T, ns, host string) {
+	t.Helper()
+	name := "forbid-" + ns
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{gwv1.GroupName}, APIVersions: []string{"v1"}, Resources: []string{"gateways"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: fmt.Sprintf("object.spec.listeners.all(l, !has(l.hostname) || l.hostname != '%s')", host),
+				Message:    "listeners for " + host + " are not allowed here",
+			}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}},
+		},
+	}
+	create(t, policy)
+	create(t, binding)
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, binding); _ = env.Client.Delete(ctx, policy) })
+	probe := fixture.Gateway(ns, gwv1.NamespacesFromAll, fixture.GatewayHTTPS("probe", host))
+	probe.Name = "probe"
+	eventually(t, func() error {
+		if err := env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll); err == nil || !strings.Contains(err.Error(), "are not allowed here") {
+			return fmt.Errorf("the policy does not refuse yet: %v", err)
+		}
+		return nil
+	})
+}
+
+func TestRefusedFragmentDoesNotFreezeTheOthers(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	forbidHostname(t, infra, "forbidden.example.com")
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	create(t, gw)
+	// The refused fragment comes first in precedence, and one comes after.
+	bad := fixture.Fragment(shop, "bad", gw, fixture.HTTPS("web", "forbidden.example.com"))
+	create(t, bad)
+	time.Sleep(1100 * time.Millisecond) // creationTimestamp has a resolution of one second
+	good := fixture.Fragment(shop, "good", gw, fixture.HTTPS("web", "good.example.com"))
+	create(t, good)
+
+	wantListeners(t, gw, "default 8080/HTTP", folded(good, "web")+" 443/HTTPS good.example.com")
+	wantAccepted(t, good, metav1.ConditionTrue, "Accepted")
+	st := wantAccepted(t, bad, metav1.ConditionFalse, "ListenersNotValid")
+	c := meta.FindStatusCondition(st.Status.Conditions, "Accepted")
+	if !strings.Contains(c.Message, "listeners for forbidden.example.com are not allowed here") {
+		t.Errorf("Accepted message = %q, want the API server's", c.Message)
+	}
+
+	// Fixed by its owner, it folds.
+	updateSpec(t, bad, func(spec *v1alpha1.ListenerFragmentSpec) {
+		spec.Listeners[0].Hostname = ptr.To(gwv1.Hostname("fixed.example.com"))
+	})
+	wantListeners(t, gw, "default 8080/HTTP", folded(good, "web")+" 443/HTTPS good.example.com", folded(bad, "web")+" 443/HTTPS fixed.example.com")
+}
+
+func TestForeignReferenceGrantIsNeverOverwritten(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	create(t, gw)
+	lf := fixture.Fragment(shop, "app", gw, fixture.HTTPS("web", "app.example.com"))
+	theirs := &gwv1.ReferenceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: merger.GrantName(lf)},
+		Spec: gwv1.ReferenceGrantSpec{
+			From: []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: "elsewhere"}},
+			To:   []gwv1.ReferenceGrantTo{{Kind: "Service"}},
+		},
+	}
+	create(t, theirs)
+	create(t, lf)
+	wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+	eventually(t, func() error {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(shop)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == lf.Name && e.Reason == "ReferenceGrantNotOwned" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no ReferenceGrantNotOwned event on the fragment")
+	})
+	got := &gwv1.ReferenceGrant{}
+	get(t, client.ObjectKeyFromObject(theirs), got)
+	if err := diffErr(theirs.Spec, got.Spec); err != nil || len(got.OwnerReferences) != 0 {
+		t.Errorf("Someone else's ReferenceGrant was changed: %v, owners %v", err, got.OwnerReferences)
+	}
+}
