@@ -149,7 +149,7 @@ func (h *harness) startManager(name string, webhookPort int) (*manager, error) {
 	}
 	lease := h.leaseArgs()
 	m.cmd = exec.Command(h.bin, append([]string{"manager", "--kubeconfig", h.kubeconfig,
-		"--metrics-bind-address", m.metrics, "--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probes),
+		"--metrics-bind-address", m.metrics, "--metrics-secure=false", "--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probes),
 		"--webhook-port", strconv.Itoa(webhookPort), "--webhook-cert-dir", h.env.WebhookCertDir(),
 		"--leader-election-namespace", systemNamespace, "--claims-namespace", systemNamespace,
 		"--zap-log-level", "error"}, lease...)...)
