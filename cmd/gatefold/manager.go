@@ -9,15 +9,13 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/gatefold/gatefold/api/scheme"
+	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/merger"
 	"github.com/gatefold/gatefold/webhook"
 )
@@ -91,11 +89,12 @@ func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error
 	if err != nil {
 		return err
 	}
+	// The scheme, cache and client that tests run gatefold as installed with.
+	installed := manager.Options()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme.New(),
-		// After a write, the next fold reads what it wrote, not a stale cache
-		// that would make it write the same thing again.
-		Client:                 client.Options{Cache: &client.CacheOptions{EnableReadYourWritesConsistency: ptr.To(true)}},
+		Scheme:                 installed.Scheme,
+		Cache:                  installed.Cache,
+		Client:                 installed.Client,
 		Metrics:                o.metrics.serverOptions(),
 		HealthProbeBindAddress: o.probeAddr,
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: o.webhookHost, Port: o.webhookPort,

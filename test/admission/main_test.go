@@ -22,12 +22,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/internal/devenv"
+	"github.com/gatefold/gatefold/internal/manager"
+	"github.com/gatefold/gatefold/test/testenv"
 	"github.com/gatefold/gatefold/webhook"
 )
 
@@ -45,11 +45,14 @@ var (
 	served [replicas]atomic.Int64
 	// caches are the replicas' informer caches.
 	caches []client.Reader
+	// installed is the ServiceAccount and RBAC of config/default, which the
+	// replicas run as.
+	installed *testenv.Installed
 )
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	os.Exit(run(m))
+	logs := testenv.CaptureLogs(os.Stderr)
+	os.Exit(logs.ExitCode(run(m)))
 }
 
 func run(m *testing.M) int {
@@ -67,6 +70,10 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "Creating %s: %v\n", claimsNamespace, err)
 		return 1
 	}
+	if installed, err = testenv.Install(ctx, env, "default"); err != nil {
+		fmt.Fprintf(os.Stderr, "Installing gatefold's RBAC: %v\n", err)
+		return 1
+	}
 	var ports [replicas]int
 	for i := range replicas {
 		if ports[i], err = startReplica(ctx); err != nil {
@@ -81,8 +88,8 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// startReplica runs one gatefold manager with its webhook server on a free
-// port, and waits until it serves.
+// startReplica runs one gatefold manager, as installed, with its webhook
+// server on a free port, and waits until it serves.
 func startReplica(ctx context.Context) (int, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(env.WebhookHost(), "0"))
 	if err != nil {
@@ -90,14 +97,13 @@ func startReplica(ctx context.Context) (int, error) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:         scheme.New(),
-		Metrics:        metricsserver.Options{BindAddress: "0"},
-		LeaderElection: false,
-		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
-			Host: env.WebhookHost(), Port: port, CertDir: env.WebhookCertDir(),
-		}),
+	opts := manager.Options()
+	opts.Metrics = metricsserver.Options{BindAddress: "0"}
+	opts.LeaderElection = false
+	opts.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{
+		Host: env.WebhookHost(), Port: port, CertDir: env.WebhookCertDir(),
 	})
+	mgr, err := ctrl.NewManager(installed.Config, opts)
 	if err != nil {
 		return 0, err
 	}

@@ -46,19 +46,22 @@ type harness struct {
 
 func newHarness(env *devenv.Env, bin, dir string) (*harness, error) {
 	h := &harness{env: env, bin: bin, dir: dir, audit: filepath.Join(dir, "audit.log")}
-	kc, err := env.Kubeconfig()
-	if err != nil {
-		return nil, err
-	}
-	h.kubeconfig = filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(h.kubeconfig, kc, 0o600); err != nil {
-		return nil, err
-	}
+	var err error
 	if h.observer, err = client.NewWithWatch(h.config("bench-observer"), client.Options{Scheme: scheme.New()}); err != nil {
 		return nil, err
 	}
 	ctx := context.Background()
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}); err != nil {
+		return nil, err
+	}
+	// gatefold runs as the ServiceAccount and RBAC of config/default, as
+	// installed; the writers and the observer are the administrator.
+	installed, err := testenv.Install(ctx, env, "default")
+	if err != nil {
+		return nil, err
+	}
+	h.kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := installed.WriteKubeconfig(h.kubeconfig); err != nil {
 		return nil, err
 	}
 	m := &admissionregistrationv1.MutatingWebhookConfigurationList{}
@@ -203,6 +206,26 @@ func (h *harness) stopManagers() {
 			_ = m.cmd.Process.Kill()
 		}
 	}
+}
+
+// checkRefusals fails the run when a replica logged that the API server
+// refused it a request: the shipped RBAC would then not carry what was
+// measured.
+func (h *harness) checkRefusals() error {
+	var refused []string
+	for _, m := range h.managers {
+		lines, err := testenv.ForbiddenInFile(m.log)
+		if err != nil {
+			return err
+		}
+		for _, line := range lines {
+			refused = append(refused, m.name+": "+line)
+		}
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("gatefold, run as installed, was refused requests:\n%s", strings.Join(refused, "\n"))
+	}
+	return nil
 }
 
 // peakRSS is the process's peak resident set, from /proc.

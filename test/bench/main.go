@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -43,7 +44,7 @@ func main() {
 	}
 }
 
-func run() error {
+func run() (err error) {
 	var p Params
 	quick := flag.Bool("quick", false, "A reduced run for CI smoke use (under a minute): small sizes, short steady state and lease")
 	out := flag.String("out", "docs", "Folder to write benchmarks.json and benchmarks.md into")
@@ -91,6 +92,13 @@ func run() error {
 		return err
 	}
 	defer h.stopManagers()
+	// gatefold runs as installed: a request the API server refused it fails
+	// the run before the report is written, and may say why a phase failed.
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, h.checkRefusals())
+		}
+	}()
 	ctx := context.Background()
 
 	report := &Report{Date: started.UTC().Format(time.RFC3339), Command: commandLine(), Params: p, Quick: *quick}
@@ -105,6 +113,9 @@ func run() error {
 	}
 	if report.GoBench, err = goBenchmarks(p.GoBenchTime, *quick); err != nil {
 		return fmt.Errorf("go benchmarks: %w", err)
+	}
+	if err := h.checkRefusals(); err != nil {
+		return err
 	}
 	report.Seconds = time.Since(started).Seconds()
 	progress("Writing %s/benchmarks.json and %s/benchmarks.md (%.0fs in all)", *out, *out, report.Seconds)

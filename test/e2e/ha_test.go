@@ -80,7 +80,7 @@ func freePort(t *testing.T) int {
 func TestLeaderFailoverLosesNothing(t *testing.T) {
 	dir := t.TempDir()
 	audit := filepath.Join(dir, "audit.log")
-	env, kubeconfig := startControlPlane(t, devenv.Options{AuditLog: audit})
+	env, _ := startControlPlane(t, devenv.Options{AuditLog: audit})
 	ctx := context.Background()
 	for _, ns := range []string{haNamespace, "infra", "team-a", "team-b"} {
 		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -93,6 +93,9 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 	}
 
 	bin := buildGatefold(t)
+	// The replicas run as the ServiceAccount of config/ha; the test's own
+	// client stays the administrator.
+	asInstalled := installedKubeconfig(t, env, "ha")
 	replicas := make([]*replica, haReplicas)
 	for i := range replicas {
 		r := &replica{name: fmt.Sprintf("replica-%d", i), log: filepath.Join(dir, fmt.Sprintf("replica-%d.log", i))}
@@ -100,7 +103,7 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.cmd = exec.Command(bin, "manager", "--kubeconfig", kubeconfig,
+		r.cmd = exec.Command(bin, "manager", "--kubeconfig", asInstalled,
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 			"--webhook-port", fmt.Sprint(freePort(t)), "--webhook-cert-dir", env.WebhookCertDir(),
 			"--leader-election-namespace", haNamespace, "--claims-namespace", haNamespace,
@@ -112,7 +115,7 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 		}
 		r.exited = make(chan error, 1)
 		go func() { r.exited <- r.cmd.Wait() }()
-		t.Cleanup(func() { _ = r.cmd.Process.Kill(); <-r.exited; logFile.Close() })
+		t.Cleanup(func() { _ = r.cmd.Process.Kill(); <-r.exited; logFile.Close(); testenv.CheckLogFile(t, r.log) })
 		replicas[i] = r
 	}
 	first := waitLeader(t, replicas)

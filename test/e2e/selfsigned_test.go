@@ -25,6 +25,7 @@ import (
 	"github.com/gatefold/gatefold/certs"
 	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/test/fixture"
+	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // pointWebhooksAt makes the installed webhook configurations call a local
@@ -95,7 +96,8 @@ func TestSelfSignedCertificatesEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(buildGatefold(t), "manager", "--kubeconfig", kubeconfig,
+	// The manager runs as the overlay's ServiceAccount; the test stays the administrator.
+	cmd := exec.Command(buildGatefold(t), "manager", "--kubeconfig", installedKubeconfig(t, env, "self-signed"),
 		"--cert-mode=self-signed", "--webhook-cert-hosts=127.0.0.1", fmt.Sprintf("--webhook-port=%d", port),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes), "--metrics-bind-address=0", "--leader-elect=false",
 		// Lifetimes short enough to renew the serving certificate and rotate
@@ -106,7 +108,7 @@ func TestSelfSignedCertificatesEndToEnd(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logFile.Close() })
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logFile.Close(); testenv.CheckLogFile(t, log) })
 	waitReady(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", probes), log)
 
 	// The CA Secret exists and its bundle is what the webhook configurations trust.

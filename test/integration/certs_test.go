@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -13,22 +14,34 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/certs"
+	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // TestSelfSignedReplicasShareOneCA starts three self-signed certificate
-// sources at once against an empty namespace: they race to create the CA
-// Secret, and every replica must end up serving a certificate of the one CA
-// that won, which the webhook configurations trust.
+// sources at once, as the ServiceAccount of the self-signed overlay with its
+// RBAC, before any CA exists: they race to create the CA Secret, and every
+// replica must end up serving a certificate of the one CA that won, which
+// the webhook configurations trust.
 func TestSelfSignedReplicasShareOneCA(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
+	logs := testenv.NewLogs(os.Stderr)
+	t.Cleanup(func() { logs.Check(t) }) // after the replicas stopped
+	ctx, cancel := context.WithCancel(logf.IntoContext(context.Background(), logs.Logger()))
 	defer cancel()
 	c := env.Client
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "certs-"}}
-	if err := c.Create(ctx, ns); err != nil {
+	installed, err := testenv.Install(ctx, env, "self-signed")
+	if err != nil {
 		t.Fatal(err)
 	}
+	// The replicas' client, as `gatefold manager --cert-mode=self-signed` builds it.
+	sa, err := client.New(installed.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := installed.Namespace
 	// Webhook configurations that match nothing, to receive the bundle.
 	hook := func(name string) (admissionregistrationv1.MutatingWebhook, admissionregistrationv1.ValidatingWebhook) {
 		cc := admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/" + name)}
@@ -38,8 +51,9 @@ func TestSelfSignedReplicasShareOneCA(t *testing.T) {
 	}
 	m1, v1 := hook("a")
 	_, v2 := hook("b")
-	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ns.Name + "-mutating"}, Webhooks: []admissionregistrationv1.MutatingWebhook{m1}}
-	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ns.Name + "-validating"}, Webhooks: []admissionregistrationv1.ValidatingWebhook{v1, v2}}
+	// The names the self-signed RBAC lets gatefold patch.
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "gatefold-mutating-webhook-configuration"}, Webhooks: []admissionregistrationv1.MutatingWebhook{m1}}
+	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "gatefold-validating-webhook-configuration"}, Webhooks: []admissionregistrationv1.ValidatingWebhook{v1, v2}}
 	for _, obj := range []client.Object{mutating, validating} {
 		if err := c.Create(ctx, obj); err != nil {
 			t.Fatal(err)
@@ -51,8 +65,8 @@ func TestSelfSignedReplicasShareOneCA(t *testing.T) {
 	start.Add(1)
 	for i := range replicas {
 		replicas[i] = &certs.SelfSigned{
-			Client: c, Namespace: ns.Name, SecretName: "gatefold-webhook-ca",
-			DNSNames:        []string{"gatefold-webhook-service." + ns.Name + ".svc"},
+			Client: sa, Namespace: ns, SecretName: "gatefold-webhook-ca",
+			DNSNames:        []string{"gatefold-webhook-service." + ns + ".svc"},
 			MutatingWebhook: mutating.Name, ValidatingWebhook: validating.Name,
 			CAValidity: time.Hour, ServingValidity: 10 * time.Minute, CheckPeriod: time.Second,
 		}
@@ -62,7 +76,7 @@ func TestSelfSignedReplicasShareOneCA(t *testing.T) {
 
 	secret := &corev1.Secret{}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		ready := c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "gatefold-webhook-ca"}, secret) == nil
+		ready := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "gatefold-webhook-ca"}, secret) == nil
 		for _, r := range replicas {
 			ready = ready && r.Ready(nil) == nil
 		}
@@ -78,7 +92,7 @@ func TestSelfSignedReplicasShareOneCA(t *testing.T) {
 		t.Fatal("The CA Secret holds no bundle")
 	}
 	for i, r := range replicas {
-		if _, err := r.Leaf().Verify(x509.VerifyOptions{Roots: pool, DNSName: "gatefold-webhook-service." + ns.Name + ".svc"}); err != nil {
+		if _, err := r.Leaf().Verify(x509.VerifyOptions{Roots: pool, DNSName: "gatefold-webhook-service." + ns + ".svc"}); err != nil {
 			t.Errorf("Replica %d serves a certificate the stored CA does not sign: %v", i, err)
 		}
 	}

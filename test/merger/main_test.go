@@ -10,15 +10,14 @@ import (
 	"os"
 	"testing"
 
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/internal/devenv"
+	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/merger"
+	"github.com/gatefold/gatefold/test/testenv"
 	"github.com/gatefold/gatefold/webhook"
 )
 
@@ -29,8 +28,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	os.Exit(run(m))
+	logs := testenv.CaptureLogs(os.Stderr)
+	os.Exit(logs.ExitCode(run(m)))
 }
 
 func run(m *testing.M) int {
@@ -44,11 +43,15 @@ func run(m *testing.M) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:  scheme.New(),
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Client:  client.Options{Cache: &client.CacheOptions{EnableReadYourWritesConsistency: ptr.To(true)}},
-	})
+	// The merger runs as the ServiceAccount and RBAC of config/default.
+	installed, err := testenv.Install(ctx, env, "default")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "Installing gatefold's RBAC: %v\n", err)
+		return 1
+	}
+	opts := manager.Options()
+	opts.Metrics = metricsserver.Options{BindAddress: "0"}
+	mgr, err := ctrl.NewManager(installed.Config, opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "Creating the manager: %v\n", err)
 		return 1

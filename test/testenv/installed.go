@@ -1,0 +1,137 @@
+// Package testenv holds what gatefold's tests share about the control plane
+// they run on: the audit-log reader, and running gatefold as installed, as
+// the ServiceAccount an overlay of config/ ships, with that overlay's RBAC,
+// and failing when the API server refuses it anything.
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gatefold/gatefold/internal/devenv"
+)
+
+// installField is the field manager the RBAC is applied with.
+const installField = "gatefold-test-install"
+
+// rbacKinds are the kinds Install applies from a rendered overlay.
+var rbacKinds = map[string]bool{
+	"ServiceAccount":     true,
+	"Role":               true,
+	"RoleBinding":        true,
+	"ClusterRole":        true,
+	"ClusterRoleBinding": true,
+}
+
+// Installed is gatefold's ServiceAccount, with the RBAC of one overlay
+// applied, on a running control plane.
+type Installed struct {
+	// Namespace is the ServiceAccount's, gatefold's own namespace.
+	Namespace string
+	// User is the ServiceAccount's user name,
+	// system:serviceaccount:<namespace>:<name>.
+	User string
+	// Groups are the groups the API server gives a ServiceAccount.
+	Groups []string
+	// Config impersonates the ServiceAccount: a manager built on it has
+	// exactly the rights the overlay grants.
+	Config *rest.Config
+
+	env *devenv.Env
+}
+
+// Install renders config/<overlay> ("default", "ha", "self-signed") with
+// the control plane's kubectl kustomize and applies, as the administrator,
+// exactly the ServiceAccount, Roles, ClusterRoles and bindings it contains
+// (creating their namespace if it is missing), nothing else. Applying is
+// server-side and forced, so it may follow a kubectl apply of the overlay.
+func Install(ctx context.Context, env *devenv.Env, overlay string) (*Installed, error) {
+	root, err := devenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), "kustomize", filepath.Join(root, "config", overlay)).Output()
+	if err != nil {
+		return nil, fmt.Errorf("rendering config/%s with kubectl kustomize: %w", overlay, err)
+	}
+	var objs []*unstructured.Unstructured
+	var sa *unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("decoding config/%s: %w", overlay, err)
+		}
+		if !rbacKinds[u.GetKind()] {
+			continue
+		}
+		if u.GetKind() == "ServiceAccount" {
+			if sa != nil {
+				return nil, fmt.Errorf("config/%s has more than one ServiceAccount", overlay)
+			}
+			sa = u
+		}
+		objs = append(objs, u)
+	}
+	if sa == nil {
+		return nil, fmt.Errorf("config/%s has no ServiceAccount", overlay)
+	}
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sa.GetNamespace()}}
+	if err := env.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating namespace %s: %w", ns.Name, err)
+	}
+	for _, u := range objs {
+		if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(installField), client.ForceOwnership); err != nil {
+			return nil, fmt.Errorf("applying %s %s from config/%s: %w", u.GetKind(), client.ObjectKeyFromObject(u), overlay, err)
+		}
+	}
+
+	i := &Installed{
+		Namespace: sa.GetNamespace(),
+		User:      "system:serviceaccount:" + sa.GetNamespace() + ":" + sa.GetName(),
+		Groups:    []string{"system:serviceaccounts", "system:serviceaccounts:" + sa.GetNamespace(), "system:authenticated"},
+		env:       env,
+	}
+	i.Config = rest.CopyConfig(env.Config)
+	i.Config.Impersonate = rest.ImpersonationConfig{UserName: i.User, Groups: i.Groups}
+	return i, nil
+}
+
+// WriteKubeconfig writes to path a kubeconfig that impersonates the
+// ServiceAccount (`as` and `as-groups` of its user), for a gatefold process.
+func (i *Installed) WriteKubeconfig(path string) error {
+	b, err := i.env.Kubeconfig()
+	if err != nil {
+		return err
+	}
+	kc, err := clientcmd.Load(b)
+	if err != nil {
+		return fmt.Errorf("reading the administrator's kubeconfig: %w", err)
+	}
+	for _, user := range kc.AuthInfos {
+		user.Impersonate = i.User
+		user.ImpersonateGroups = i.Groups
+	}
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return fmt.Errorf("writing the kubeconfig of %s: %w", i.User, err)
+	}
+	return os.Chmod(path, 0o600)
+}
