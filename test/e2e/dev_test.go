@@ -106,7 +106,7 @@ func TestDevServesCRDsAndStopsCleanly(t *testing.T) {
 		`(?m)^  shop-checkout-https-3vawcgqvt6og6c36 +443 +HTTPS +checkout\.example\.com +ListenerFragment shop/checkout$`,
 		`(?m)^  legacy +443 +HTTPS +legacy\.example\.com +the Gateway$`,
 		`(?m)^  shop/catalog +http +True +Accepted +Folded into Gateway infra/shared`,
-		`(?m)^  shop/legacy +https +False +HostnameConflict +Port 443 \(HTTP/HTTPS/TLS\) with hostname legacy\.example\.com is already taken on Gateway infra/shared by the Gateway's own listener "legacy"`,
+		`(?m)^  shop/legacy +https +False +HostnameConflict +Hostname legacy\.example\.com on port 443 \(HTTPS\) is already taken on Gateway infra/shared by the Gateway's own listener "legacy"`,
 	} {
 		if !regexp.MustCompile(want).MatchString(banner) {
 			t.Errorf("gatefold dev output does not match %s:\n%s", want, banner)
