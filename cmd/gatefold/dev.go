@@ -98,7 +98,7 @@ func startDevManager(ctx context.Context, env *devenv.Env) (<-chan error, error)
 	}
 	o.webhook.ClaimsNamespace = devNamespace
 	o.webhook.ClaimGrace, o.webhook.CollectPeriod = 30*time.Second, 15*time.Second
-	o.merger.ManageReferenceGrants, o.merger.Workers = true, 4
+	o.merger.ManageReferenceGrants, o.merger.Workers, o.merger.Resync = true, 4, 10*time.Minute
 	done := make(chan error, 1)
 	go func() { done <- startManager(ctx, env.Config, o) }()
 	return done, nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/merger"
+	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/webhook"
 )
 
@@ -52,6 +53,7 @@ func (o *managerOptions) bindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.webhook.CollectPeriod, "claim-collect-period", 15*time.Second, "How often the leader collects orphaned claims")
 	fs.BoolVar(&o.merger.ManageReferenceGrants, "manage-reference-grants", true, "Keep a ReferenceGrant per fragment that lets its Gateway read the fragment's certificate Secrets; false leaves granting to you")
 	fs.IntVar(&o.merger.Workers, "merger-workers", 4, "How many Gateways the merger folds at once")
+	fs.DurationVar(&o.merger.Resync, "merger-resync-period", 10*time.Minute, "How often every Gateway is folded again without an event, which repairs statuses someone else changed; a current one writes nothing")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect one leader among the replicas to run the merger; false runs it in every replica, for a single replica only")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "gatefold-leader", "Name of the Lease the replicas elect the leader with")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", ns, "Namespace of the leader election Lease")
@@ -113,13 +115,13 @@ func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error
 	if err := mgr.Add(source); err != nil {
 		return fmt.Errorf("adding the certificate source: %w", err)
 	}
-	if err := webhook.IndexFragmentParents(ctx, mgr); err != nil {
+	if err := rules.IndexFragmentParents(ctx, mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing fragments: %w", err)
 	}
 	if _, err := webhook.Setup(mgr, o.webhook); err != nil {
 		return fmt.Errorf("setting up webhooks: %w", err)
 	}
-	if err := merger.Setup(mgr, o.merger); err != nil {
+	if err := merger.Setup(ctx, mgr, o.merger); err != nil {
 		return fmt.Errorf("setting up the merger: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/internal/manager"
+	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/testenv"
 	"github.com/gatefold/gatefold/webhook"
 )
@@ -107,7 +108,7 @@ func startReplica(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := webhook.IndexFragmentParents(ctx, mgr); err != nil {
+	if err := rules.IndexFragmentParents(ctx, mgr.GetFieldIndexer()); err != nil {
 		return 0, err
 	}
 	if _, err := webhook.Setup(mgr, webhook.Options{

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,8 +18,8 @@ import (
 	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/merger"
+	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/testenv"
-	"github.com/gatefold/gatefold/webhook"
 )
 
 var (
@@ -56,11 +57,11 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "Creating the manager: %v\n", err)
 		return 1
 	}
-	if err := webhook.IndexFragmentParents(ctx, mgr); err != nil {
+	if err := rules.IndexFragmentParents(ctx, mgr.GetFieldIndexer()); err != nil {
 		fmt.Fprintf(os.Stderr, "Indexing: %v\n", err)
 		return 1
 	}
-	if err := merger.Setup(mgr, merger.Options{ManageReferenceGrants: true, Workers: 4}); err != nil {
+	if err := merger.Setup(ctx, mgr, merger.Options{ManageReferenceGrants: true, Workers: 4, Resync: time.Minute}); err != nil {
 		fmt.Fprintf(os.Stderr, "Setting up the merger: %v\n", err)
 		return 1
 	}
