@@ -6,8 +6,9 @@ RUN go mod download
 COPY api/ api/
 COPY certs/ certs/
 COPY cmd/ cmd/
-COPY merger/ merger/
 COPY internal/ internal/
+COPY merger/ merger/
+COPY rules/ rules/
 COPY webhook/ webhook/
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/gatefold ./cmd/gatefold

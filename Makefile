@@ -154,7 +154,10 @@ lint: vet ## Check formatting and run staticcheck
 	if [ -n "$$unformatted" ]; then echo "Not gofmt-ed (run make fmt):"; echo "$$unformatted"; exit 1; fi
 	$(STATICCHECK) ./...
 	@deps=$$($(GO) list -deps ./cmd/gatefold); \
-	if grep '^github.com/gatefold/gatefold/test/' <<<"$$deps"; then echo "The gatefold binary links the test packages above" >&2; exit 1; fi
+	if grep '^github.com/gatefold/gatefold/test/' <<<"$$deps"; then echo "The gatefold binary links the test packages above" >&2; exit 1; fi; \
+	for dir in $$(sed -n 's|^github.com/gatefold/gatefold/\([^/]*\)/.*|\1|p; s|^github.com/gatefold/gatefold/\([^/]*\)$$|\1|p' <<<"$$deps" | sort -u); do \
+		grep -q "^COPY $$dir/ " Dockerfile || { echo "The Dockerfile does not copy $$dir/, which the gatefold binary links" >&2; exit 1; }; \
+	done
 
 .PHONY: clean
 clean: ## Remove build outputs (the cached control plane stays)
