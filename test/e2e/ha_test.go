@@ -173,38 +173,38 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 	second := waitLeader(t, rest)
 	t.Logf("New leader: %s, %v after the kill", second.name, time.Since(killedAt).Round(time.Millisecond))
 
-	slices.Sort(want)
-	var got []string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		current := &gwv1.Gateway{}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(gw), current); err != nil {
-			t.Fatal(err)
-		}
-		got = got[:0]
-		for _, l := range current.Spec.Listeners {
-			got = append(got, fixture.Summary(l))
-		}
-		slices.Sort(got)
-		if slices.Equal(want, got) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("The Gateway did not converge within 60s (-want +got):\n%s", cmp.Diff(want, got))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Logf("Converged to %d listeners %v after the kill", len(got), time.Since(killedAt).Round(time.Millisecond))
+	waitListeners(t, env.Client, gw, want)
+	t.Logf("Converged to %d listeners %v after the kill", len(want), time.Since(killedAt).Round(time.Millisecond))
 
 	waitAllAccepted(t, env.Client, haFragments-haFragments/3)
 	checkOnlyLeadersWrote(t, audit, first, second, rest)
 
-	// The new leader freezes past its lease: the last replica takes over,
-	// and the frozen one, once thawed, finds it lost the lease and exits.
+	// The new leader freezes past its lease in the middle of a burst, so that
+	// it holds folds it has not written: the last replica takes over and folds
+	// what came while it was frozen, and the frozen one, once thawed, finds it
+	// lost the lease and exits. Fenced by the resourceVersion it read, none of
+	// its stale folds may land.
+	created := 0
+	createFragment := func() {
+		t.Helper()
+		lf := fixture.Fragment("team-b", fmt.Sprintf("frozen-%d", created), gw, fixture.HTTPS("web", fmt.Sprintf("frozen-%d.example.com", created)))
+		if err := env.Client.Create(ctx, lf); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, fmt.Sprintf("%s 443/HTTPS frozen-%d.example.com", v1alpha1.ListenerName("team-b", lf.Name, "web"), created))
+		created++
+	}
+	for range 5 {
+		createFragment()
+	}
 	if err := second.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	third := waitLeader(t, slices.DeleteFunc(rest, func(r *replica) bool { return r == second }))
+	for range 5 {
+		createFragment()
+	}
+	waitListeners(t, env.Client, gw, want)
 	if err := second.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -220,11 +220,60 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s still runs 30s after it lost the lease to %s", second.name, third.name)
 	}
+	checkDeposedWroteNothing(t, audit, second, third.ledSince(t))
 	lf := fixture.Fragment("team-a", "after-failover", gw, fixture.HTTPS("web", "after.example.com"))
 	if err := env.Client.Create(ctx, lf); err != nil {
 		t.Fatal(err)
 	}
-	waitAllAccepted(t, env.Client, haFragments-haFragments/3+1)
+	want = append(want, fmt.Sprintf("%s 443/HTTPS after.example.com", v1alpha1.ListenerName("team-a", lf.Name, "web")))
+	waitListeners(t, env.Client, gw, want)
+	waitAllAccepted(t, env.Client, haFragments-haFragments/3+created+1)
+}
+
+// waitListeners waits until the Gateway holds exactly want, in any order.
+func waitListeners(t *testing.T, c client.Client, gw *gwv1.Gateway, want []string) {
+	t.Helper()
+	want = slices.Sorted(slices.Values(want))
+	var got []string
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		current := &gwv1.Gateway{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(gw), current); err != nil {
+			t.Fatal(err)
+		}
+		got = got[:0]
+		for _, l := range current.Spec.Listeners {
+			got = append(got, fixture.Summary(l))
+		}
+		slices.Sort(got)
+		if slices.Equal(want, got) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("The Gateway did not converge within 60s (-want +got):\n%s", cmp.Diff(want, got))
+		}
+	}
+}
+
+// checkDeposedWroteNothing reads the audit log: after its successor took the
+// lease, the deposed leader changed no Gateway; its fenced applies were
+// refused with 409.
+func checkDeposedWroteNothing(t *testing.T, audit string, deposed *replica, successorLeads time.Time) {
+	t.Helper()
+	events, err := testenv.ReadAuditLog(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := map[string]int{}
+	for _, e := range events {
+		if !strings.Contains(e.UserAgent, "("+deposed.name+")") || e.ObjectRef.Resource == "leases" || e.StageTimestamp.Before(successorLeads) {
+			continue
+		}
+		codes[fmt.Sprintf("%s %s/%s %d", e.Verb, e.ObjectRef.Resource, e.ObjectRef.Subresource, e.ResponseStatus.Code)]++
+		if e.ObjectRef.Resource == "gateways" && e.ResponseStatus.Code < 300 {
+			t.Errorf("%s, deposed, wrote Gateway %s/%s (%d) after its successor took the lease", deposed.name, e.ObjectRef.Namespace, e.ObjectRef.Name, e.ResponseStatus.Code)
+		}
+	}
+	t.Logf("Writes of the deposed leader %s after its successor took the lease, by request and response code: %v", deposed.name, codes)
 }
 
 // waitFolded waits until the Gateway has a listener besides its own.
