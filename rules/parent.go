@@ -1,7 +1,9 @@
 package rules
 
 import (
+	"cmp"
 	"context"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,4 +30,15 @@ func IndexFragmentParents(ctx context.Context, indexer client.FieldIndexer) erro
 	return indexer.IndexField(ctx, &v1alpha1.ListenerFragment{}, ParentIndex, func(o client.Object) []string {
 		return []string{ParentOf(o.(*v1alpha1.ListenerFragment)).String()}
 	})
+}
+
+// Precedence orders fragments as ListenerSets are: oldest first by
+// creationTimestamp, then by namespace/name. The fold places them in this
+// order, and the claim collector gives an unclaimed tuple to the first
+// fragment in it that wants the tuple, so both agree on who comes first.
+func Precedence(a, b v1alpha1.ListenerFragment) int {
+	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 }

@@ -254,3 +254,26 @@ func FuzzConflictOf(f *testing.F) {
 		}
 	})
 }
+
+func TestPrecedence(t *testing.T) {
+	at := func(ns, name string, sec int64) v1alpha1.ListenerFragment {
+		return v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.Unix(sec, 0)}}
+	}
+	tests := map[string]struct {
+		a, b v1alpha1.ListenerFragment
+		want int
+	}{
+		"the older fragment comes first, whatever its name": {a: at("z", "z", 1), b: at("a", "a", 2), want: -1},
+		"the newer fragment comes last":                     {a: at("a", "a", 2), b: at("z", "z", 1), want: 1},
+		"within one second the namespace decides":           {a: at("blog", "z", 1), b: at("shop", "a", 1), want: -1},
+		"within one namespace and second the name decides":  {a: at("shop", "b", 1), b: at("shop", "a", 1), want: 1},
+		"a fragment is not before itself":                   {a: at("shop", "a", 1), b: at("shop", "a", 1), want: 0},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := Precedence(tc.a, tc.b); got != tc.want {
+				t.Errorf("Precedence = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
