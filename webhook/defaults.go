@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -12,28 +14,45 @@ import (
 
 // DefaultFragment fills in what a fragment leaves out and normalises what the
 // API server would otherwise reject, so `App.Example.COM.` is stored as
-// `app.example.com` instead of failing the hostname pattern. It is idempotent.
-func DefaultFragment(lf *v1alpha1.ListenerFragment) {
+// `app.example.com` instead of failing the hostname pattern. It never widens
+// what a fragment asks for: a hostname that normalises to nothing would
+// match every hostname, and an explicit empty parentRef group or kind names
+// no Gateway, so both are errors, not defaults. Only ASCII letters are
+// lowercased: anything else is left for the API server's schema to reject.
+// It is idempotent.
+func DefaultFragment(lf *v1alpha1.ListenerFragment) field.ErrorList {
+	var errs field.ErrorList
 	ref := &lf.Spec.ParentRef
-	if ref.Group == nil || *ref.Group == "" {
+	parent := field.NewPath("spec", "parentRef")
+	switch {
+	case ref.Group == nil:
 		ref.Group = ptr.To(gwv1.Group(gwv1.GroupName))
+	case *ref.Group == "":
+		errs = append(errs, field.Invalid(parent.Child("group"), "",
+			"an empty group is the core API group, which has no Gateway: set group to "+gwv1.GroupName+", or leave it out"))
 	}
-	if ref.Kind == nil || *ref.Kind == "" {
+	switch {
+	case ref.Kind == nil:
 		ref.Kind = ptr.To(gwv1.Kind("Gateway"))
+	case *ref.Kind == "":
+		errs = append(errs, field.Invalid(parent.Child("kind"), "", "an empty kind names no Gateway: set kind to Gateway, or leave it out"))
 	}
 	if ref.Namespace == nil || *ref.Namespace == "" {
 		ref.Namespace = ptr.To(gwv1.Namespace(lf.Namespace))
 	}
 	for i := range lf.Spec.Listeners {
-		defaultListener(&lf.Spec.Listeners[i])
+		errs = append(errs, defaultListener(listenersPath.Index(i), &lf.Spec.Listeners[i])...)
 	}
+	return errs
 }
 
-func defaultListener(l *gwv1.ListenerEntry) {
+func defaultListener(path *field.Path, l *gwv1.ListenerEntry) field.ErrorList {
+	var errs field.ErrorList
 	if l.Hostname != nil {
-		h := strings.TrimRight(strings.ToLower(string(*l.Hostname)), ".")
+		h := strings.TrimRight(lowerASCII(string(*l.Hostname)), ".")
 		if h == "" {
-			l.Hostname = nil
+			errs = append(errs, field.Invalid(path.Child("hostname"), string(*l.Hostname),
+				"without its trailing dots the hostname is empty, and gatefold does not read that as every hostname: set the hostname the listener serves, or leave hostname out to match every hostname"))
 		} else {
 			l.Hostname = ptr.To(gwv1.Hostname(h))
 		}
@@ -50,12 +69,30 @@ func defaultListener(l *gwv1.ListenerEntry) {
 	if l.AllowedRoutes.Namespaces.From == nil {
 		l.AllowedRoutes.Namespaces.From = ptr.To(gwv1.NamespacesFromSame)
 	}
+	return errs
 }
 
-// fragmentDefaulter is the mutating webhook's admission.Defaulter.
+// lowerASCII lowercases A to Z and leaves every other byte as it is: a
+// Unicode case mapping could turn a name the schema rejects into one it
+// accepts (the Kelvin sign lowercases to k).
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// fragmentDefaulter is the mutating webhook's admission.Defaulter. A
+// mutating webhook may deny too: an Invalid error names the field and the
+// fix, as the validating webhook's denials do.
 type fragmentDefaulter struct{}
 
 func (fragmentDefaulter) Default(_ context.Context, lf *v1alpha1.ListenerFragment) error {
-	DefaultFragment(lf)
+	if errs := DefaultFragment(lf); len(errs) > 0 {
+		return apierrors.NewInvalid(fragmentGK, lf.Name, errs)
+	}
 	return nil
 }
