@@ -5,15 +5,17 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,22 +34,26 @@ import (
 // tenants have no rights, and outlive webhook restarts.
 //
 // Listeners of groups that cannot share a port (HTTP against TCP) conflict
-// too. That is not one name, so after taking its own claim a listener lists
-// the live claims of those groups on its port, read from etcd: of two racing
-// listeners at least one sees the other and backs off.
+// too. That is not one name, so once a request has written its claims it
+// lists its Gateway's claims again, from the API server: of two racing
+// requests the later lister sees the other's claim and backs off.
 //
-// A claim is released when its holder no longer wants it: the fragment is
-// gone, was re-created, or dropped the listener. Because a fragment's create
-// is still in flight while its claim exists, a claim is only released once
-// its holder has not renewed it for the grace period.
+// A claim is released when its holder no longer wants it (see wants) and
+// this replica has seen the claim's resourceVersion unchanged for the grace
+// period (see sightings). A request in flight has just written its claims,
+// which changed their version, and it ends well within the grace.
 
 const (
-	claimLabel      = "gatefold.dev/claim"
-	claimPortLabel  = "gatefold.dev/port"
-	claimGroupLabel = "gatefold.dev/group"
-	claimAnnotation = "gatefold.dev/claim"
-	listenerClaim   = "listener"
+	claimLabel        = "gatefold.dev/claim"
+	claimGatewayLabel = "gatefold.dev/gateway"
+	claimAnnotation   = "gatefold.dev/claim"
+	listenerClaim     = "listener"
+	// unknownHolder stands for the holder of a claim gatefold cannot
+	// decode: a denial describes it as a fragment in another namespace.
+	unknownHolder = "?"
 )
+
+var namespaceGVK = corev1.SchemeGroupVersion.WithKind("Namespace")
 
 var claimBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
@@ -67,9 +73,7 @@ func (c Claim) Name() string {
 	return "lfc-" + shortHash(fmt.Sprintf("%s/%d/%s/%s/%s", c.Gateway, c.Tuple.Port, c.Tuple.Group, c.Tuple.Protocol, c.Tuple.Hostname))
 }
 
-func portKey(gw types.NamespacedName, port int32) string {
-	return shortHash(fmt.Sprintf("%s/%d", gw, port))
-}
+func gatewayLabel(gw types.NamespacedName) string { return shortHash(gw.String()) }
 
 // Holder is the fragment listener that holds a claim.
 type Holder struct {
@@ -83,32 +87,54 @@ type Holder struct {
 
 func (h Holder) identity() string { return h.Namespace + "/" + h.Name + "/" + string(h.UID) }
 
-// HeldError says a claim is held by another fragment's listener.
-type HeldError struct {
-	Claim  Claim
-	Holder Holder
+func (h Holder) fragment() types.NamespacedName {
+	return types.NamespacedName{Namespace: h.Namespace, Name: h.Name}
 }
 
-func (e *HeldError) Error() string {
-	return fmt.Sprintf("%s on Gateway %s is held by listener %q of ListenerFragment %s/%s", e.Holder.Entry, e.Claim.Gateway, e.Holder.Listener, e.Holder.Namespace, e.Holder.Name)
+// rules is the holder as the listener rules describe it.
+func (h Holder) rules() rules.Holder {
+	return rules.Holder{Namespace: h.Namespace, Fragment: h.Name, Listener: gwv1.SectionName(h.Listener), Entry: h.Entry}
 }
 
-// RulesHolder is the holder as the listener rules describe it.
-func (e *HeldError) RulesHolder() rules.Holder {
-	return rules.Holder{Namespace: e.Holder.Namespace, Fragment: e.Holder.Name, Listener: gwv1.SectionName(e.Holder.Listener), Entry: e.Holder.Entry}
+func (h Holder) sectionName() gwv1.SectionName {
+	return v1alpha1.ListenerName(h.Namespace, h.Name, gwv1.SectionName(h.Listener))
 }
 
-// ClaimStore takes, checks and releases claims.
+// ClaimStore takes, checks, releases and backfills claims. Every replica's
+// webhook uses it; the leader also runs its collector (Run).
 type ClaimStore struct {
-	// Client writes claims.
+	// Client writes claims. It must not be a cached client: a cache would
+	// watch Leases cluster-wide, and gatefold may read them in Namespace only.
 	Client client.Client
-	// Reader reads claims and fragments from the API server, not a cache:
-	// a stale read would release a claim that is still wanted.
+	// Reader reads claims, and the fragment whose existence decides a
+	// takeover, from the API server: a stale read would take a claim that
+	// is still wanted.
 	Reader client.Reader
+	// Cache is the informer cache that fragments, Gateways and namespaces
+	// are read from, to judge whether a claim's holder still wants it.
+	Cache client.Reader
 	// Namespace holds the claims.
 	Namespace string
-	// Grace is how long a claim whose holder does not want it is kept.
+	// Grace is how long this replica must have seen a claim unchanged
+	// before it releases or takes it over; longer than any admission
+	// request is in flight.
 	Grace time.Duration
+
+	once sync.Once
+	seen *sightings
+	// now is this replica's clock; tests replace it.
+	now func() time.Time
+}
+
+func (s *ClaimStore) sightings() *sightings {
+	s.once.Do(func() {
+		now := s.now
+		if now == nil {
+			now = time.Now
+		}
+		s.seen = newSightings(s.Grace, now)
+	})
+	return s.seen
 }
 
 type claimRecord struct {
@@ -117,18 +143,17 @@ type claimRecord struct {
 	Entry    rules.Entry `json:"entry"`
 }
 
-func (s *ClaimStore) lease(c Claim, h Holder, now time.Time) *coordinationv1.Lease {
+// Lease is the object that holds claim c for h, as the store writes it.
+// RenewTime says when it was last written, for people; gatefold never
+// compares it with a clock.
+func (s *ClaimStore) Lease(c Claim, h Holder) *coordinationv1.Lease {
 	rec, _ := json.Marshal(claimRecord{Claim: c, Listener: h.Listener, Entry: h.Entry})
-	t := metav1.NewMicroTime(now)
+	t := metav1.NewMicroTime(time.Now())
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: s.Namespace,
-			Name:      c.Name(),
-			Labels: map[string]string{
-				claimLabel:      listenerClaim,
-				claimPortLabel:  portKey(c.Gateway, int32(c.Tuple.Port)),
-				claimGroupLabel: string(c.Tuple.Group),
-			},
+			Namespace:   s.Namespace,
+			Name:        c.Name(),
+			Labels:      map[string]string{claimLabel: listenerClaim, claimGatewayLabel: gatewayLabel(c.Gateway)},
 			Annotations: map[string]string{claimAnnotation: string(rec)},
 		},
 		Spec: coordinationv1.LeaseSpec{
@@ -140,234 +165,345 @@ func (s *ClaimStore) lease(c Claim, h Holder, now time.Time) *coordinationv1.Lea
 	}
 }
 
-func decodeClaim(l *coordinationv1.Lease) (claimRecord, Holder, error) {
+// held is a claim as read from the API server.
+type held struct {
+	lease  *coordinationv1.Lease
+	claim  Claim
+	holder Holder
+	// decoded is false for a claim gatefold cannot read: once settled it
+	// protects nothing.
+	decoded bool
+	// settled says this replica has seen the claim's version unchanged for
+	// the grace period.
+	settled bool
+}
+
+func (s *ClaimStore) read(l *coordinationv1.Lease) *held {
+	h := &held{lease: l, settled: s.sightings().settled(l.Name, l.ResourceVersion)}
 	var rec claimRecord
-	if err := json.Unmarshal([]byte(l.Annotations[claimAnnotation]), &rec); err != nil {
-		return rec, Holder{}, fmt.Errorf("decoding claim %s: %w", klog.KObj(l), err)
+	if json.Unmarshal([]byte(l.Annotations[claimAnnotation]), &rec) != nil || rec.Claim.Name() != l.Name || rec.Entry.Tuple() != rec.Claim.Tuple {
+		return h
 	}
 	parts := strings.SplitN(ptr.Deref(l.Spec.HolderIdentity, ""), "/", 3)
 	if len(parts) != 3 {
-		return rec, Holder{}, fmt.Errorf("claim %s has no valid holder", klog.KObj(l))
+		return h
 	}
-	return rec, Holder{Namespace: parts[0], Name: parts[1], UID: types.UID(parts[2]), Listener: rec.Listener, Entry: rec.Entry}, nil
+	h.claim, h.decoded = rec.Claim, true
+	h.holder = Holder{Namespace: parts[0], Name: parts[1], UID: types.UID(parts[2]), Listener: rec.Listener, Entry: rec.Entry}
+	return h
 }
 
-// Acquire takes claim c for h, or renews it when h holds it already. It
-// returns a *HeldError when another live holder has c or holds the other
-// class on c's port, and whether it created the claim.
-func (s *ClaimStore) Acquire(ctx context.Context, c Claim, h Holder) (bool, error) {
-	created, err := s.acquireName(ctx, c, h)
-	if err != nil {
-		return false, err
+// list reads the claims on Gateway gw, or every claim when gw is nil.
+func (s *ClaimStore) list(ctx context.Context, gw *types.NamespacedName) ([]*held, error) {
+	labels := client.MatchingLabels{claimLabel: listenerClaim}
+	what := "claims"
+	if gw != nil {
+		labels[claimGatewayLabel] = gatewayLabel(*gw)
+		what = "claims on Gateway " + gw.String()
 	}
-	if err := s.checkPortGroups(ctx, c, h); err != nil {
-		if created {
-			_ = s.release(ctx, c.Name(), "")
-		}
-		return false, err
-	}
-	return created, nil
-}
-
-func (s *ClaimStore) acquireName(ctx context.Context, c Claim, h Holder) (bool, error) {
-	for range 5 {
-		want := s.lease(c, h, time.Now())
-		err := s.Client.Create(ctx, want)
-		if err == nil {
-			return true, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return false, fmt.Errorf("creating claim %s: %w", want.Name, err)
-		}
-		have := &coordinationv1.Lease{}
-		if err := s.Reader.Get(ctx, client.ObjectKeyFromObject(want), have); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return false, fmt.Errorf("reading claim %s: %w", want.Name, err)
-		}
-		mine, err := s.mineOrStale(ctx, have, c, h)
-		if err != nil {
-			return false, err
-		}
-		if mine {
-			// Renewing tells the collector that the holder still wants it,
-			// even while its update is in flight.
-			have.Spec.RenewTime = want.Spec.RenewTime
-			have.Annotations = want.Annotations
-			if err := s.Client.Update(ctx, have); err != nil {
-				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-					continue
-				}
-				return false, fmt.Errorf("renewing claim %s: %w", want.Name, err)
-			}
-			return false, nil
-		}
-		if err := s.release(ctx, have.Name, have.ResourceVersion); err != nil {
-			return false, err
-		}
-	}
-	return false, fmt.Errorf("claim %s kept changing: retry", c.Name())
-}
-
-// checkPortGroups fails when a live claim of a group that cannot share a
-// port with c's holds c's port.
-func (s *ClaimStore) checkPortGroups(ctx context.Context, c Claim, h Holder) error {
 	list := &coordinationv1.LeaseList{}
-	if err := s.Reader.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{
-		claimLabel:     listenerClaim,
-		claimPortLabel: portKey(c.Gateway, int32(c.Tuple.Port)),
-	}); err != nil {
-		return fmt.Errorf("listing claims on port %d of Gateway %s: %w", c.Tuple.Port, c.Gateway, err)
+	if err := s.Reader.List(ctx, list, client.InNamespace(s.Namespace), labels); err != nil {
+		return nil, fmt.Errorf("listing %s: %w", what, err)
 	}
+	out := make([]*held, len(list.Items))
 	for i := range list.Items {
-		if rules.CanSharePort(c.Tuple.Group, rules.Group(list.Items[i].Labels[claimGroupLabel])) {
-			continue
-		}
-		rec, holder, err := decodeClaim(&list.Items[i])
-		if err != nil || holder.identity() == h.identity() || rec.Claim.Gateway != c.Gateway {
-			continue
-		}
-		stale, err := s.Stale(ctx, &list.Items[i])
-		if err != nil {
-			return err
-		}
-		if !stale {
-			return &HeldError{Claim: rec.Claim, Holder: holder}
-		}
+		out[i] = s.read(&list.Items[i])
 	}
-	return nil
+	return out, nil
 }
 
-// Check is Acquire without writes, for dry-run requests.
-func (s *ClaimStore) Check(ctx context.Context, c Claim, h Holder) error {
-	have := &coordinationv1.Lease{}
-	err := s.Reader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: c.Name()}, have)
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return fmt.Errorf("reading claim %s: %w", c.Name(), err)
-	default:
-		if _, err := s.mineOrStale(ctx, have, c, h); err != nil {
-			return err
+// get reads one claim; nil when there is none.
+func (s *ClaimStore) get(ctx context.Context, name string) (*held, error) {
+	l := &coordinationv1.Lease{}
+	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, l); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
 		}
+		return nil, fmt.Errorf("reading claim %s: %w", name, err)
 	}
-	return s.checkPortGroups(ctx, c, h)
+	return s.read(l), nil
 }
 
-// mineOrStale says whether h holds the existing claim l on c, and returns a
-// *HeldError when another holder does and still wants it. Neither means l is
-// stale and may be taken over.
-func (s *ClaimStore) mineOrStale(ctx context.Context, l *coordinationv1.Lease, c Claim, h Holder) (bool, error) {
-	_, holder, err := decodeClaim(l)
-	if err != nil {
-		return false, err
-	}
-	if holder.identity() == h.identity() {
+// live says whether a claim still protects its tuple: this replica has not
+// yet seen it settle, or its holder wants it.
+func (s *ClaimStore) live(ctx context.Context, v *view, h *held) (bool, error) {
+	if !h.settled {
 		return true, nil
 	}
-	stale, err := s.Stale(ctx, l)
-	if err != nil {
-		return false, err
-	}
-	if !stale {
-		return false, &HeldError{Claim: c, Holder: holder}
-	}
-	return false, nil
-}
-
-// Release gives up a claim that h created in a request that was then denied.
-func (s *ClaimStore) Release(ctx context.Context, c Claim) error {
-	return s.release(ctx, c.Name(), "")
-}
-
-func (s *ClaimStore) release(ctx context.Context, name, resourceVersion string) error {
-	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name}}
-	var opts []client.DeleteOption
-	if resourceVersion != "" {
-		opts = append(opts, client.Preconditions{ResourceVersion: &resourceVersion})
-	}
-	if err := s.Client.Delete(ctx, l, opts...); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("releasing claim %s: %w", name, err)
-	}
-	return nil
-}
-
-// Stale says whether a claim may be released: its holder has not renewed it
-// for the grace period and no longer wants it.
-func (s *ClaimStore) Stale(ctx context.Context, l *coordinationv1.Lease) (bool, error) {
-	if l.Spec.RenewTime != nil && time.Since(l.Spec.RenewTime.Time) < s.Grace {
+	if !h.decoded {
 		return false, nil
 	}
-	rec, holder, err := decodeClaim(l)
-	if err != nil {
-		// An undecodable claim protects nothing.
-		return true, nil
-	}
-	lf := &v1alpha1.ListenerFragment{}
-	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: holder.Namespace, Name: holder.Name}, lf); err != nil {
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return false, fmt.Errorf("reading holder of claim %s: %w", l.Name, err)
-	}
-	if lf.UID != holder.UID || !lf.DeletionTimestamp.IsZero() {
-		return true, nil
-	}
-	for _, c := range claimsOf(lf) {
-		if c == rec.Claim {
-			return false, nil
-		}
-	}
-	return true, nil
+	return v.wants(ctx, h)
 }
 
-// CollectOrphans releases every stale claim, and returns how many it released.
-func (s *ClaimStore) CollectOrphans(ctx context.Context) (int, error) {
-	list := &coordinationv1.LeaseList{}
-	if err := s.Reader.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{claimLabel: listenerClaim}); err != nil {
-		return 0, fmt.Errorf("listing claims: %w", err)
+// release deletes a claim on condition that it is still at the version this
+// replica wrote or judged, and says whether it did.
+func (s *ClaimStore) release(ctx context.Context, name, resourceVersion string) (bool, error) {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name}}
+	err := s.Client.Delete(ctx, l, client.Preconditions{ResourceVersion: &resourceVersion})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		// Someone wrote or released it since: it is theirs to judge now.
+		return false, nil
 	}
-	released := 0
-	var errs []error
-	for i := range list.Items {
-		l := &list.Items[i]
-		stale, err := s.Stale(ctx, l)
+	return false, fmt.Errorf("releasing claim %s: %w", name, err)
+}
+
+// claimRequest is one admission request's claims: one per listener of the
+// fragment, on its Gateway.
+type claimRequest struct {
+	lf      *v1alpha1.ListenerFragment
+	gateway types.NamespacedName
+	create  bool
+	claims  []Claim
+	holders []Holder
+}
+
+func newClaimRequest(lf *v1alpha1.ListenerFragment, create bool) *claimRequest {
+	r := &claimRequest{lf: lf, gateway: rules.ParentOf(lf), create: create, claims: claimsOf(lf)}
+	for _, l := range lf.Spec.Listeners {
+		r.holders = append(r.holders, Holder{Namespace: lf.Namespace, Name: lf.Name, UID: lf.UID, Listener: string(l.Name), Entry: entryOf(l)})
+	}
+	return r
+}
+
+func (r *claimRequest) fragment() types.NamespacedName {
+	return types.NamespacedName{Namespace: r.lf.Namespace, Name: r.lf.Name}
+}
+
+// against returns the holder of claim h as the request's listeners meet it
+// on a board, and whether it conflicts with any of them. A claim gatefold
+// cannot decode meets only the listener whose claim has its name.
+func (r *claimRequest) against(h *held) (rules.Holder, bool) {
+	if h.decoded {
+		rh := h.holder.rules()
+		for _, mine := range r.holders {
+			if rules.ConflictOf(mine.Entry, rh) != nil {
+				return rh, true
+			}
+		}
+		return rh, false
+	}
+	for i, c := range r.claims {
+		if c.Name() == h.lease.Name {
+			return rules.Holder{Namespace: unknownHolder, Fragment: unknownHolder, Listener: unknownHolder, Entry: r.holders[i].Entry}, true
+		}
+	}
+	return rules.Holder{}, false
+}
+
+// claimPlan is what a request writes once its check found nothing to deny.
+type claimPlan struct {
+	req *claimRequest
+	// have is the claim each listener found, nil where there was none.
+	have []*held
+	// nameExists says the request creates a fragment whose name is stored:
+	// the API server answers AlreadyExists, so the request claims nothing.
+	nameExists *bool
+}
+
+// board returns own, a board of the Gateway's own listeners (nil for
+// none), with every claim of another fragment that conflicts with one of
+// the request's listeners and is still live.
+func (s *ClaimStore) board(ctx context.Context, v *view, req *claimRequest, claims []*held, own *rules.Board) (*rules.Board, error) {
+	b := rules.NewBoard()
+	if own != nil {
+		b = own.Clone()
+	}
+	for _, h := range claims {
+		if h.decoded && h.holder.fragment() == req.fragment() {
+			// The request's own listeners are checked against each other.
+			continue
+		}
+		rh, conflicts := req.against(h)
+		if !conflicts {
+			continue
+		}
+		live, err := s.live(ctx, v, h)
 		if err != nil {
-			errs = append(errs, err)
-			continue
+			return nil, err
 		}
-		if !stale {
-			continue
+		if live {
+			b.Take(v1alpha1.ListenerName(rh.Namespace, rh.Fragment, rh.Listener), rh)
 		}
-		if err := s.release(ctx, l.Name, l.ResourceVersion); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		released++
 	}
-	return released, errors.Join(errs...)
+	return b, nil
 }
 
-// Run collects orphaned claims every period until ctx ends.
-func (s *ClaimStore) Run(ctx context.Context, period time.Duration) {
-	log := logf.FromContext(ctx).WithName("claims")
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n, err := s.CollectOrphans(ctx)
-			if err != nil {
-				log.Error(err, "Collecting orphaned claims")
-			}
-			if n > 0 {
-				log.V(1).Info("Released orphaned claims", "count", n)
+// check decides, reading only, whether the request's listeners can be
+// claimed: it reads the Gateway's claims once and checks every listener
+// against own and the live claims of other fragments. It returns the field
+// errors of the listeners that cannot be claimed, or the plan to acquire.
+func (s *ClaimStore) check(ctx context.Context, req *claimRequest, own *rules.Board) (*claimPlan, field.ErrorList, error) {
+	claims, err := s.list(ctx, &req.gateway)
+	if err != nil {
+		return nil, nil, err
+	}
+	v := newView(s.Cache)
+	b, err := s.board(ctx, v, req, claims, own)
+	if err != nil {
+		return nil, nil, err
+	}
+	if errs := CheckAgainstBoard(req.lf, req.gateway.String(), b); len(errs) > 0 {
+		return nil, errs, nil
+	}
+	byName := make(map[string]*held, len(claims))
+	for _, h := range claims {
+		byName[h.lease.Name] = h
+	}
+	p := &claimPlan{req: req, have: make([]*held, len(req.claims))}
+	for i, c := range req.claims {
+		p.have[i] = byName[c.Name()]
+		if h := p.have[i]; h != nil && p.formerSelf(h) {
+			if _, err := p.exists(ctx, s.Reader); err != nil {
+				return nil, nil, err
 			}
 		}
 	}
+	return p, nil, nil
+}
+
+// formerSelf says h is held by the requested fragment's name under another
+// UID: an earlier object of that name, or an earlier attempt of this create.
+func (p *claimPlan) formerSelf(h *held) bool {
+	return h.decoded && h.holder.fragment() == p.req.fragment() && h.holder.UID != p.req.lf.UID
+}
+
+// exists says, for a create, whether the fragment's name is stored, from
+// one live read made at most once per request. An update's object is
+// stored by definition.
+func (p *claimPlan) exists(ctx context.Context, r client.Reader) (bool, error) {
+	if !p.req.create {
+		return false, nil
+	}
+	if p.nameExists == nil {
+		lf := &v1alpha1.ListenerFragment{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: p.req.lf.Namespace, Name: p.req.lf.Name}, lf)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("reading ListenerFragment %s: %w", p.req.fragment(), err)
+		}
+		p.nameExists = ptr.To(err == nil)
+	}
+	return *p.nameExists, nil
+}
+
+// written is a claim a request wrote, at the version it wrote.
+type written struct {
+	name, version string
+	// releasable: the request created it or took it from another fragment,
+	// so a denial gives it back.
+	releasable bool
+}
+
+// acquire writes the plan's claims in listener order: creates, renewals of
+// its own, takeovers of claims that are no longer live. Then it lists the
+// Gateway's claims again and backs off when a racing request took a
+// conflicting tuple. On a denial it releases what it created or took over,
+// each with the version it wrote, and returns the field errors.
+func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList, error) {
+	req := p.req
+	if p.nameExists != nil && *p.nameExists {
+		return nil, nil
+	}
+	v := newView(s.Cache)
+	var mine []written
+	release := func() {
+		for _, w := range mine {
+			if _, err := s.release(ctx, w.name, w.version); err != nil {
+				logf.FromContext(ctx).Error(err, "Releasing a claim of a denied request; the collector will release it", "claim", w.name)
+			}
+		}
+	}
+	for i := range req.claims {
+		w, conflict, err := s.take(ctx, v, p, i)
+		switch {
+		case err != nil:
+			release()
+			return nil, err
+		case conflict != nil:
+			release()
+			return field.ErrorList{conflictError(i, req.lf.Spec.Listeners[i], conflict, req.gateway.String(), req.lf.Namespace)}, nil
+		case w == nil:
+			// The name turned out to be stored: AlreadyExists follows.
+			release()
+			return nil, nil
+		case w.releasable:
+			mine = append(mine, *w)
+		}
+	}
+	claims, err := s.list(ctx, &req.gateway)
+	if err == nil {
+		var b *rules.Board
+		if b, err = s.board(ctx, v, req, claims, nil); err == nil {
+			if errs := CheckAgainstBoard(req.lf, req.gateway.String(), b); len(errs) > 0 {
+				release()
+				return errs, nil
+			}
+		}
+	}
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return nil, nil
+}
+
+// take writes listener i's claim: it creates it, or updates the claim the
+// plan found, which changes its version so no replica releases it within
+// the grace. When another request wrote the claim meanwhile it reads it
+// again and judges it afresh. It returns the conflict when another live
+// holder has the claim, and no write at all when the plan's create turns
+// out to be of a stored name.
+func (s *ClaimStore) take(ctx context.Context, v *view, p *claimPlan, i int) (*written, *rules.Conflict, error) {
+	c, h, have := p.req.claims[i], p.req.holders[i], p.have[i]
+	for range 5 {
+		var err error
+		if have == nil {
+			l := s.Lease(c, h)
+			if err = s.Client.Create(ctx, l); err == nil {
+				return &written{name: l.Name, version: l.ResourceVersion, releasable: true}, nil, nil
+			}
+			if !apierrors.IsAlreadyExists(err) {
+				return nil, nil, fmt.Errorf("creating claim %s: %w", l.Name, err)
+			}
+		} else {
+			l := have.lease.DeepCopy()
+			want := s.Lease(c, h)
+			l.Labels, l.Annotations, l.Spec = want.Labels, want.Annotations, want.Spec
+			if err = s.Client.Update(ctx, l); err == nil {
+				other := !have.decoded || have.holder.fragment() != h.fragment()
+				return &written{name: l.Name, version: l.ResourceVersion, releasable: other}, nil, nil
+			}
+			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				return nil, nil, fmt.Errorf("writing claim %s: %w", l.Name, err)
+			}
+		}
+		if have, err = s.get(ctx, c.Name()); err != nil || have == nil {
+			if err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		if have.decoded && have.holder.fragment() == h.fragment() {
+			if p.formerSelf(have) {
+				if exists, err := p.exists(ctx, s.Reader); err != nil || exists {
+					return nil, nil, err
+				}
+			}
+			continue
+		}
+		live, err := s.live(ctx, v, have)
+		if err != nil {
+			return nil, nil, err
+		}
+		if live {
+			rh, _ := p.req.against(have)
+			return nil, rules.ConflictOf(h.Entry, rh), nil
+		}
+	}
+	return nil, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), c.Name(), fmt.Errorf("the claim kept changing while it was taken: retry"))
 }
 
 // claimsOf returns the claims a fragment's listeners need, in spec order.
@@ -378,4 +514,96 @@ func claimsOf(lf *v1alpha1.ListenerFragment) []Claim {
 		out = append(out, Claim{Gateway: gw, Tuple: entryOf(l).Tuple()})
 	}
 	return out
+}
+
+// wants says whether fragment lf, as stored, still wants claim c: it is not
+// being deleted, its parent is c's Gateway gw, gw admits its namespace
+// (whose labels are nsLabels), and one of its listeners takes c's tuple. lf
+// and gw are nil when they do not exist. The claim's holder UID does not
+// matter: a fragment created again under the holder's name that wants the
+// tuple keeps it, so a create racing a delete never frees a tuple its name
+// still holds.
+func wants(c Claim, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, nsLabels map[string]string) bool {
+	if lf == nil || gw == nil || !lf.DeletionTimestamp.IsZero() || rules.ParentOf(lf) != c.Gateway {
+		return false
+	}
+	if gw.Namespace != c.Gateway.Namespace || gw.Name != c.Gateway.Name {
+		return false
+	}
+	if allowed, _ := rules.NamespaceAllowed(gw, lf.Namespace, nsLabels); !allowed {
+		return false
+	}
+	for _, l := range lf.Spec.Listeners {
+		if entryOf(l).Tuple() == c.Tuple {
+			return true
+		}
+	}
+	return false
+}
+
+// view reads claim holders' fragments, Gateways and namespaces from the
+// informer cache, each Gateway and namespace once.
+type view struct {
+	cache    client.Reader
+	gateways map[types.NamespacedName]*gwv1.Gateway
+	labels   map[string]*map[string]string
+}
+
+func newView(cache client.Reader) *view {
+	return &view{cache: cache, gateways: map[types.NamespacedName]*gwv1.Gateway{}, labels: map[string]*map[string]string{}}
+}
+
+// gateway returns the Gateway, nil when it does not exist.
+func (v *view) gateway(ctx context.Context, key types.NamespacedName) (*gwv1.Gateway, error) {
+	if gw, ok := v.gateways[key]; ok {
+		return gw, nil
+	}
+	gw := &gwv1.Gateway{}
+	if err := v.cache.Get(ctx, key, gw); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading Gateway %s: %w", key, err)
+		}
+		gw = nil
+	}
+	v.gateways[key] = gw
+	return gw, nil
+}
+
+// namespaceLabels returns a namespace's labels, and false when it does not
+// exist.
+func (v *view) namespaceLabels(ctx context.Context, name string) (map[string]string, bool, error) {
+	if l, ok := v.labels[name]; ok {
+		return ptr.Deref(l, nil), l != nil, nil
+	}
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(namespaceGVK)
+	if err := v.cache.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, false, fmt.Errorf("reading namespace %s: %w", name, err)
+		}
+		v.labels[name] = nil
+		return nil, false, nil
+	}
+	v.labels[name] = &ns.Labels
+	return ns.Labels, true, nil
+}
+
+// wants says whether the holder of h still wants it, as the cache shows it.
+func (v *view) wants(ctx context.Context, h *held) (bool, error) {
+	lf := &v1alpha1.ListenerFragment{}
+	if err := v.cache.Get(ctx, h.holder.fragment(), lf); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading ListenerFragment %s, holder of claim %s: %w", h.holder.fragment(), klog.KObj(h.lease), err)
+	}
+	gw, err := v.gateway(ctx, h.claim.Gateway)
+	if err != nil || gw == nil {
+		return false, err
+	}
+	labels, ok, err := v.namespaceLabels(ctx, lf.Namespace)
+	if err != nil || !ok {
+		return false, err
+	}
+	return wants(h.claim, lf, gw, labels), nil
 }

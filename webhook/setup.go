@@ -17,10 +17,12 @@ import (
 type Options struct {
 	// ClaimsNamespace holds the claims; only gatefold may write there.
 	ClaimsNamespace string
-	// ClaimGrace is how long an unwanted claim is kept, longer than any
-	// admission request can be in flight.
+	// ClaimGrace is how long a replica must have seen a claim unchanged
+	// before it releases, or takes over, a claim no fragment wants; longer
+	// than any admission request can be in flight.
 	ClaimGrace time.Duration
-	// CollectPeriod is how often orphaned claims are collected.
+	// CollectPeriod is how often the leader releases claims no fragment
+	// wants and backfills claims stored fragments lack.
 	CollectPeriod time.Duration
 }
 
@@ -35,7 +37,7 @@ type Options struct {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=gatefold-system
 
 // Setup registers the webhooks with the manager's webhook server, and the
-// collector of orphaned claims, which runs on the leader only.
+// claim collector, which releases and backfills claims on the leader only.
 // rules.IndexFragmentParents must have been registered. The webhooks read the
 // informer cache itself, not the client: they must not wait for the merger's
 // writes to reach the cache, which they do not need to see.
@@ -52,6 +54,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 	claims := &ClaimStore{
 		Client:    claimClient,
 		Reader:    mgr.GetAPIReader(),
+		Cache:     mgr.GetCache(),
 		Namespace: opts.ClaimsNamespace,
 		Grace:     opts.ClaimGrace,
 	}

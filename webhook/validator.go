@@ -2,17 +2,14 @@ package webhook
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -31,7 +28,7 @@ type fragmentValidator struct {
 }
 
 func (v *fragmentValidator) ValidateCreate(ctx context.Context, lf *v1alpha1.ListenerFragment) (admission.Warnings, error) {
-	return v.validate(ctx, lf)
+	return v.validate(ctx, lf, true)
 }
 
 // ValidateUpdate checks only a changed spec: a route controller relabelling a
@@ -41,7 +38,7 @@ func (v *fragmentValidator) ValidateUpdate(ctx context.Context, old, lf *v1alpha
 	if equality.Semantic.DeepEqual(old.Spec, lf.Spec) {
 		return nil, nil
 	}
-	return v.validate(ctx, lf)
+	return v.validate(ctx, lf, false)
 }
 
 // ValidateDelete allows every delete: the claims a deleted fragment held are
@@ -50,97 +47,72 @@ func (v *fragmentValidator) ValidateDelete(context.Context, *v1alpha1.ListenerFr
 	return nil, nil
 }
 
-func (v *fragmentValidator) validate(ctx context.Context, lf *v1alpha1.ListenerFragment) (admission.Warnings, error) {
+// validate checks everything a fragment needs that the cache can tell, then
+// claims its listeners: first reading only, so a denial writes nothing, then
+// writing. A fragment of a Gateway that does not exist, or does not admit
+// its namespace, claims nothing; the collector backfills its claims once the
+// Gateway admits it.
+func (v *fragmentValidator) validate(ctx context.Context, lf *v1alpha1.ListenerFragment, create bool) (admission.Warnings, error) {
 	if !lf.DeletionTimestamp.IsZero() {
 		return nil, nil
 	}
 	gwKey := rules.ParentOf(lf)
 	var warnings admission.Warnings
 	var errs field.ErrorList
-
-	gw := &gwv1.Gateway{}
-	switch err := v.cache.Get(ctx, gwKey, gw); {
-	case apierrors.IsNotFound(err):
-		gw = nil
-		warnings = append(warnings, fmt.Sprintf("Gateway %s does not exist yet: the listeners are folded once it is created", gwKey))
-	case err != nil:
-		return nil, apierrors.NewInternalError(fmt.Errorf("reading Gateway %s: %w", gwKey, err))
+	view := newView(v.cache)
+	gw, err := view.gateway(ctx, gwKey)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
 	}
-	if gw != nil {
-		ns := &corev1.Namespace{}
-		if err := v.cache.Get(ctx, client.ObjectKey{Name: lf.Namespace}, ns); err != nil {
-			return nil, apierrors.NewInternalError(fmt.Errorf("reading namespace %s: %w", lf.Namespace, err))
+	own := rules.NewBoard()
+	if gw == nil {
+		warnings = append(warnings, fmt.Sprintf("Gateway %s does not exist yet: the listeners are claimed and folded once it is created", gwKey))
+	} else {
+		labels, _, err := view.namespaceLabels(ctx, lf.Namespace)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
 		}
-		errs = append(errs, CheckAllowedListeners(lf, gw, ns.Labels)...)
+		errs = append(errs, CheckAllowedListeners(lf, gw, labels)...)
 		fragments, err := fragmentsOf(ctx, v.cache, gw)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
-		own := rules.OwnListeners(gw, rules.ManagedListeners(gw), fragments)
-		errs = append(errs, CheckAgainstBoard(lf, gwKey.String(), rules.OwnBoard(own))...)
+		own = rules.OwnBoard(rules.OwnListeners(gw, rules.ManagedListeners(gw), fragments))
 	}
 	grants, err := v.grantsFor(ctx, lf)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
 	errs = append(errs, CheckCertificateRefs(lf, grants)...)
-	if len(errs) > 0 {
-		return warnings, apierrors.NewInvalid(fragmentGK, lf.Name, errs)
+	if gw == nil || len(errs) > 0 {
+		return warnings, invalid(lf, append(errs, CheckAgainstBoard(lf, gwKey.String(), own)...))
 	}
 
-	claimErrs, err := v.claim(ctx, lf)
+	plan, errs, err := v.claims.check(ctx, newClaimRequest(lf, create), own)
 	if err != nil {
 		return warnings, apierrors.NewInternalError(err)
 	}
-	if len(claimErrs) > 0 {
-		return warnings, apierrors.NewInvalid(fragmentGK, lf.Name, claimErrs)
-	}
-	return warnings, nil
-}
-
-// claim takes a claim per listener. On any denial it releases the claims this
-// request created, so a denied request leaves nothing behind.
-func (v *fragmentValidator) claim(ctx context.Context, lf *v1alpha1.ListenerFragment) (field.ErrorList, error) {
-	dryRun := false
-	if req, err := admission.RequestFromContext(ctx); err == nil {
-		dryRun = ptr.Deref(req.DryRun, false)
-	}
-	var errs field.ErrorList
-	var created []Claim
-	for i, c := range claimsOf(lf) {
-		l := lf.Spec.Listeners[i]
-		h := Holder{Namespace: lf.Namespace, Name: lf.Name, UID: lf.UID, Listener: string(l.Name), Entry: entryOf(l)}
-		var err error
-		if dryRun {
-			err = v.claims.Check(ctx, c, h)
-		} else {
-			var isNew bool
-			isNew, err = v.claims.Acquire(ctx, c, h)
-			if isNew {
-				created = append(created, c)
-			}
-		}
-		var held *HeldError
-		switch {
-		case errors.As(err, &held):
-			errs = append(errs, conflictError(i, l, rules.ConflictOf(entryOf(l), held.RulesHolder()), c.Gateway.String(), lf.Namespace))
-		case err != nil:
-			v.release(ctx, created)
-			return nil, err
-		}
-	}
 	if len(errs) > 0 {
-		v.release(ctx, created)
+		return warnings, invalid(lf, errs)
 	}
-	return errs, nil
+	if req, err := admission.RequestFromContext(ctx); err == nil && ptr.Deref(req.DryRun, false) {
+		return warnings, nil
+	}
+	if errs, err = v.claims.acquire(ctx, plan); err != nil {
+		if apierrors.IsConflict(err) {
+			return warnings, err
+		}
+		return warnings, apierrors.NewInternalError(err)
+	}
+	return warnings, invalid(lf, errs)
 }
 
-func (v *fragmentValidator) release(ctx context.Context, claims []Claim) {
-	for _, c := range claims {
-		if err := v.claims.Release(ctx, c); err != nil {
-			logf.FromContext(ctx).Error(err, "Releasing claim of a denied request; the collector will release it", "claim", c.Name())
-		}
+// invalid is the error kubectl prints for errs, nil when there are none.
+func invalid(lf *v1alpha1.ListenerFragment, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
 	}
+	return apierrors.NewInvalid(fragmentGK, lf.Name, errs)
 }
 
 // fragmentsOf lists the fragments that name gw as their parent.

@@ -94,7 +94,9 @@ func validatorWithFragments(ctx context.Context, b *testing.B, cfg *rest.Config,
 	if err := rules.IndexFragmentParents(ctx, informers); err != nil {
 		b.Fatal(err)
 	}
-	for _, obj := range []client.Object{&v1alpha1.ListenerFragment{}, &gwv1.Gateway{}, &corev1.Namespace{}, &gwv1.ReferenceGrant{}} {
+	namespaces := &metav1.PartialObjectMetadata{}
+	namespaces.SetGroupVersionKind(namespaceGVK)
+	for _, obj := range []client.Object{&v1alpha1.ListenerFragment{}, &gwv1.Gateway{}, namespaces, &gwv1.ReferenceGrant{}} {
 		if _, err := informers.GetInformer(ctx, obj); err != nil {
 			b.Fatal(err)
 		}
@@ -105,7 +107,7 @@ func validatorWithFragments(ctx context.Context, b *testing.B, cfg *rest.Config,
 	}
 	lf := fragment(ns, "new", entry("web", 443, gwv1.HTTPSProtocolType, "new.example.com"))
 	lf.Spec.ParentRef = gwv1.ParentGatewayReference{Name: "gw-0"}
-	return &fragmentValidator{cache: informers, claims: &ClaimStore{Client: c, Reader: c, Namespace: "gatefold-system", Grace: time.Minute}}, lf
+	return &fragmentValidator{cache: informers, claims: &ClaimStore{Client: c, Reader: c, Cache: informers, Namespace: "gatefold-system", Grace: time.Minute}}, lf
 }
 
 func createAll(b *testing.B, c client.Client, objs []client.Object) {

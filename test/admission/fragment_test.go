@@ -13,7 +13,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,9 +20,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/api/v1alpha1"
-	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/fixture"
-	"github.com/gatefold/gatefold/webhook"
 )
 
 func newNamespace(t *testing.T, labels map[string]string) string {
@@ -33,7 +30,10 @@ func newNamespace(t *testing.T, labels map[string]string) string {
 		t.Fatalf("Creating namespace: %v", err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
-	waitCached(t, ns)
+	// The webhooks read namespaces as metadata.
+	meta := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	waitCached(t, meta)
 	return ns.Name
 }
 
@@ -117,10 +117,10 @@ func TestDuplicateHostnameIsDenied(t *testing.T) {
 	wantDenied(t, err,
 		`ListenerFragment.gatefold.dev "checkout-v2" is invalid`,
 		`spec.listeners[0].hostname: Duplicate value: "app.example.com"`,
-		fmt.Sprintf(`is already taken on Gateway %s/shared by listener "https" of ListenerFragment checkout: choose another hostname or port`, infra))
+		fmt.Sprintf(`Hostname app.example.com on port 443 (HTTPS) is already taken on Gateway %s/shared by listener "https" (HTTPS) of ListenerFragment checkout: choose another hostname or port`, infra))
 
 	err = env.Client.Create(context.Background(), newFragment(blog, "home", gw, https("https", "app.example.com")))
-	wantDenied(t, err, "by a ListenerFragment in another namespace")
+	wantDenied(t, err, "by a listener (HTTPS) of a ListenerFragment in another namespace: choose another hostname or port")
 	if strings.Contains(err.Error(), shop) || strings.Contains(err.Error(), "checkout") {
 		t.Errorf("Denial to namespace %s leaks the holder in %s: %v", blog, shop, err)
 	}
@@ -141,7 +141,7 @@ func TestProtocolConflictAcrossFragmentsIsDenied(t *testing.T) {
 	mustCreate(t, newFragment(infra, "db", gw, gwv1.ListenerEntry{Name: "pg", Port: 5432, Protocol: gwv1.TCPProtocolType}))
 	err := env.Client.Create(context.Background(), newFragment(infra, "web", gw, gwv1.ListenerEntry{
 		Name: "http", Port: 5432, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("a.example.com"))}))
-	wantDenied(t, err, `spec.listeners[0].protocol: Invalid value: "HTTP": port 5432 on Gateway `+infra+`/shared already carries TCP or UDP listeners (listener "pg" of ListenerFragment db)`)
+	wantDenied(t, err, `spec.listeners[0].protocol: Invalid value: "HTTP": Port 5432 on Gateway `+infra+`/shared carries listener "pg" (TCP) of ListenerFragment db, which cannot share a port with HTTP: choose another port`)
 	mustCreate(t, newFragment(infra, "dns", gw, gwv1.ListenerEntry{Name: "dns", Port: 5432, Protocol: gwv1.UDPProtocolType}))
 }
 
@@ -239,9 +239,12 @@ func TestMissingGatewayIsAllowedWithWarning(t *testing.T) {
 	if err := c.Create(context.Background(), lf); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	want := fmt.Sprintf("Gateway %s/later does not exist yet: the listeners are folded once it is created", ns)
+	want := fmt.Sprintf("Gateway %s/later does not exist yet: the listeners are claimed and folded once it is created", ns)
 	if len(w.seen) != 1 || w.seen[0] != want {
 		t.Errorf("Warnings = %q, want [%q]", w.seen, want)
+	}
+	if l := claimOf(t, ns, "later", https("https", "early.example.com")); l != nil {
+		t.Errorf("A fragment of a missing Gateway took claim %s", l.Name)
 	}
 }
 
@@ -335,11 +338,7 @@ func TestOrphanedClaimIsTakenOver(t *testing.T) {
 	ns := newNamespace(t, nil)
 	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
 	// A claim whose fragment create failed after the webhook allowed it.
-	store := &webhook.ClaimStore{Client: env.Client, Reader: env.Client, Namespace: claimsNamespace, Grace: claimGrace}
-	orphan := webhook.Claim{Gateway: types.NamespacedName{Namespace: ns, Name: gw.Name}, Tuple: rules.EntryOf(443, gwv1.HTTPSProtocolType, ptr.To(gwv1.Hostname("ghost.example.com"))).Tuple()}
-	if _, err := store.Acquire(context.Background(), orphan, webhook.Holder{Namespace: ns, Name: "ghost", UID: "never-stored", Listener: "https"}); err != nil {
-		t.Fatal(err)
-	}
+	forgeClaim(t, ns, gw.Name, "ghost", "never-stored", https("https", "ghost.example.com"))
 	// Within the grace period the claim protects a create still in flight.
 	err := env.Client.Create(context.Background(), newFragment(ns, "real", gw, https("https", "ghost.example.com")))
 	wantDenied(t, err, `Duplicate value: "ghost.example.com"`)

@@ -68,7 +68,7 @@ func TestKubectlApplyOfDuplicatePrintsTheReason(t *testing.T) {
 	if err == nil {
 		t.Fatal("kubectl apply of a duplicate succeeded")
 	}
-	want := fmt.Sprintf(`The ListenerFragment "shop-copy" is invalid: spec.listeners[0].hostname: Duplicate value: "shop.example.com": port 443 (HTTP/HTTPS/TLS) with hostname shop.example.com is already taken on Gateway %s/shared by listener "https" of ListenerFragment shop: choose another hostname or port`, ns)
+	want := fmt.Sprintf(`The ListenerFragment "shop-copy" is invalid: spec.listeners[0].hostname: Duplicate value: "shop.example.com": Hostname shop.example.com on port 443 (HTTPS) is already taken on Gateway %s/shared by listener "https" (HTTPS) of ListenerFragment shop: choose another hostname or port`, ns)
 	if !strings.Contains(stderr, want) {
 		t.Errorf("kubectl printed:\n%s\nwant it to contain:\n%s", stderr, want)
 	}
@@ -94,7 +94,7 @@ func TestGatewayShadowingAFragmentGetsAWarning(t *testing.T) {
 	if err := c.Update(context.Background(), gw); err != nil {
 		t.Fatalf("Updating the Gateway must never be denied by gatefold: %v", err)
 	}
-	want := `spec.listeners[1] ("main") takes port 443 (HTTP/HTTPS/TLS) with hostname app.example.com, which 1 ListenerFragment listener(s) also want: the Gateway's own listener wins and those are reported Conflicted`
+	want := `spec.listeners[1] ("main", hostname app.example.com on port 443 (HTTPS)) conflicts with 1 ListenerFragment listener(s): the Gateway's own listener wins and those are reported Conflicted`
 	if len(w.seen) != 1 || w.seen[0] != want {
 		t.Errorf("Warnings = %q, want [%q]", w.seen, want)
 	}

@@ -3,7 +3,6 @@ package admission
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,19 +17,11 @@ import (
 // returns each create's error and what was stored in the namespaces.
 func createAtOnce(t *testing.T, fragments []*v1alpha1.ListenerFragment, namespaces []string) ([]error, []v1alpha1.ListenerFragment) {
 	t.Helper()
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	errs := make([]error, len(fragments))
+	creates := make([]func() error, len(fragments))
 	for i, lf := range fragments {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			errs[i] = env.Client.Create(context.Background(), lf)
-		}()
+		creates[i] = func() error { return env.Client.Create(context.Background(), lf) }
 	}
-	close(start)
-	wg.Wait()
+	errs := race(creates...)
 	var stored []v1alpha1.ListenerFragment
 	for _, ns := range namespaces {
 		list := &v1alpha1.ListenerFragmentList{}

@@ -1,0 +1,309 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
+	"github.com/gatefold/gatefold/webhook"
+)
+
+// claimWait bounds how long a claim takes to be released or backfilled: the
+// grace, a few collection periods (1s here) and a cache to catch up.
+const claimWait = claimGrace + 10*time.Second
+
+// claimName is the name of the claim a listener takes on Gateway ns/gw.
+func claimName(ns, gw string, l gwv1.ListenerEntry) string {
+	return webhook.Claim{Gateway: types.NamespacedName{Namespace: ns, Name: gw}, Tuple: rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()}.Name()
+}
+
+// claimOf returns the claim a listener takes on Gateway ns/gw, nil when
+// there is none.
+func claimOf(t *testing.T, ns, gw string, l gwv1.ListenerEntry) *coordinationv1.Lease {
+	t.Helper()
+	lease := &coordinationv1.Lease{}
+	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: claimsNamespace, Name: claimName(ns, gw, l)}, lease)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lease
+}
+
+func holderOf(l *coordinationv1.Lease) string {
+	if l == nil {
+		return ""
+	}
+	return ptr.Deref(l.Spec.HolderIdentity, "")
+}
+
+// waitClaim waits until the listener's claim on ns/gw is held by fragment
+// holder ("namespace/name"), or is gone when holder is "".
+func waitClaim(t *testing.T, ns, gw string, l gwv1.ListenerEntry, holder string) {
+	t.Helper()
+	start := time.Now()
+	for {
+		got := holderOf(claimOf(t, ns, gw, l))
+		if (holder == "" && got == "") || (holder != "" && strings.HasPrefix(got, holder+"/")) {
+			t.Logf("Claim of %s held by %q after %v", *l.Hostname, got, time.Since(start).Round(100*time.Millisecond))
+			return
+		}
+		if time.Since(start) > claimWait {
+			t.Fatalf("Claim of %s held by %q after %v, want %q", *l.Hostname, got, claimWait, holder)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// forgeClaim writes the claim that a create of ns/name with uid would have
+// left for listener l on Gateway ns/gw.
+func forgeClaim(t *testing.T, ns, gw, name string, uid types.UID, l gwv1.ListenerEntry) {
+	t.Helper()
+	store := &webhook.ClaimStore{Namespace: claimsNamespace, Grace: claimGrace}
+	e := rules.EntryOf(l.Port, l.Protocol, l.Hostname)
+	c := webhook.Claim{Gateway: types.NamespacedName{Namespace: ns, Name: gw}, Tuple: e.Tuple()}
+	if err := env.Client.Create(context.Background(), store.Lease(c, webhook.Holder{Namespace: ns, Name: name, UID: uid, Listener: string(l.Name), Entry: e})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGatewayCreatedAfterItsFragmentsGetsThemClaimed(t *testing.T) {
+	ns := newNamespace(t, nil)
+	later := notYet(ns)
+	l := https("https", "early.example.com")
+	mustCreate(t, newFragment(ns, "a-first", later, l))
+	mustCreate(t, newFragment(ns, "b-second", later, l))
+	if holderOf(claimOf(t, ns, later.Name, l)) != "" {
+		t.Fatal("A fragment of a missing Gateway took a claim")
+	}
+	newGateway(t, ns, gwv1.NamespacesFromSame)
+	// Both were stored; the first in precedence gets the tuple.
+	waitClaim(t, ns, later.Name, l, ns+"/a-first")
+	err := env.Client.Create(context.Background(), newFragment(ns, "c-third", later, l))
+	wantDenied(t, err, `Duplicate value: "early.example.com"`, `by listener "https" (HTTPS) of ListenerFragment a-first`)
+}
+
+// notYet is the Gateway ns/shared before it exists.
+func notYet(ns string) *gwv1.Gateway {
+	return &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared"}}
+}
+
+func TestNamespaceOptedBackInHasItsFragmentsClaimed(t *testing.T) {
+	ns := newNamespace(t, map[string]string{webhook.AdmissionLabel: webhook.AdmissionDisabled})
+	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
+	l := https("https", "repaired.example.com")
+	mustCreate(t, newFragment(ns, "repaired", gw, l))
+	time.Sleep(2 * time.Second)
+	if holderOf(claimOf(t, ns, gw.Name, l)) != "" {
+		t.Fatal("A fragment of an opted-out namespace was given a claim")
+	}
+
+	n := &corev1.Namespace{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: ns}, n); err != nil {
+		t.Fatal(err)
+	}
+	delete(n.Labels, webhook.AdmissionLabel)
+	if err := env.Client.Update(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	waitClaim(t, ns, gw.Name, l, ns+"/repaired")
+	err := env.Client.Create(context.Background(), newFragment(ns, "copy", gw, l))
+	wantDenied(t, err, `Duplicate value: "repaired.example.com"`, `by listener "https" (HTTPS) of ListenerFragment repaired`)
+}
+
+func TestFragmentTheGatewayNoLongerAdmitsStopsHoldingItsTuples(t *testing.T) {
+	infra := newNamespace(t, nil)
+	shop := newNamespace(t, nil)
+	gw := newGateway(t, infra, gwv1.NamespacesFromAll)
+	l := https("https", "admitted.example.com")
+	mustCreate(t, newFragment(shop, "app", gw, l))
+	waitClaim(t, infra, gw.Name, l, shop+"/app")
+
+	gw.Spec.AllowedListeners.Namespaces.From = ptr.To(gwv1.NamespacesFromSame)
+	if err := env.Client.Update(context.Background(), gw); err != nil {
+		t.Fatal(err)
+	}
+	waitClaim(t, infra, gw.Name, l, "")
+	mustCreate(t, newFragment(infra, "own-team", gw, l))
+}
+
+func TestCreateOfAnExistingNameAnswersAlreadyExists(t *testing.T) {
+	ns := newNamespace(t, nil)
+	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
+	l := https("https", "once.example.com")
+	lf := newFragment(ns, "once", gw, l)
+	mustCreate(t, lf)
+	holder := holderOf(claimOf(t, ns, gw.Name, l))
+
+	for name, again := range map[string]*v1alpha1.ListenerFragment{
+		"the same spec":    newFragment(ns, "once", gw, l),
+		"another listener": newFragment(ns, "once", gw, l, https("more", "more.example.com")),
+	} {
+		if err := env.Client.Create(context.Background(), again); !apierrors.IsAlreadyExists(err) {
+			t.Errorf("Create again with %s: got %v, want AlreadyExists", name, err)
+		}
+	}
+	if got := holderOf(claimOf(t, ns, gw.Name, l)); got != holder || !strings.HasSuffix(got, "/"+string(lf.UID)) {
+		t.Errorf("The claim moved from %q to %q", holder, got)
+	}
+}
+
+func TestDeleteThenCreateAgainAtOnceIsAdmitted(t *testing.T) {
+	ns := newNamespace(t, nil)
+	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
+	l := https("https", "again.example.com")
+	for i := range 3 {
+		lf := newFragment(ns, "again", gw, l)
+		if err := env.Client.Create(context.Background(), lf); err != nil {
+			t.Fatalf("Create %d right after the delete: %v", i, err)
+		}
+		if got := holderOf(claimOf(t, ns, gw.Name, l)); got != ns+"/again/"+string(lf.UID) {
+			t.Errorf("Create %d: claim held by %q, want the new object", i, got)
+		}
+		if err := env.Client.Delete(context.Background(), lf); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestCreateRetriedAfterATimeoutIsAdmitted(t *testing.T) {
+	ns := newNamespace(t, nil)
+	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
+	l := https("https", "retried.example.com")
+	// The first attempt's webhook wrote the claim; the API server never
+	// stored the fragment.
+	forgeClaim(t, ns, gw.Name, "retried", "first-attempt", l)
+	lf := newFragment(ns, "retried", gw, l)
+	if err := env.Client.Create(context.Background(), lf); err != nil {
+		t.Fatalf("The retried create: %v", err)
+	}
+	if got := holderOf(claimOf(t, ns, gw.Name, l)); got != ns+"/retried/"+string(lf.UID) {
+		t.Errorf("Claim held by %q, want the stored fragment", got)
+	}
+}
+
+func TestFragmentWhoseListenersClashIsDenied(t *testing.T) {
+	ns := newNamespace(t, nil)
+	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
+	tcp := gwv1.ListenerEntry{Name: "db", Port: 7443, Protocol: gwv1.TCPProtocolType}
+	tls := https("tls", "clash.example.com")
+	tls.Protocol, tls.TLS.Mode = gwv1.TLSProtocolType, ptr.To(gwv1.TLSModePassthrough)
+	tls.TLS.CertificateRefs = nil
+	tests := map[string]struct {
+		listeners []gwv1.ListenerEntry
+		want      string
+	}{
+		"TCP and HTTP on one port": {
+			listeners: []gwv1.ListenerEntry{tcp, {Name: "web", Port: 7443, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("clash.example.com"))}},
+			want:      fmt.Sprintf(`spec.listeners[1].protocol: Invalid value: "HTTP": Port 7443 on Gateway %s/shared carries listener "db" (TCP) of ListenerFragment clash, which cannot share a port with HTTP: choose another port`, ns),
+		},
+		"one hostname over HTTPS and TLS": {
+			listeners: []gwv1.ListenerEntry{https("https", "clash.example.com"), tls},
+			want:      fmt.Sprintf(`spec.listeners[1].hostname: Duplicate value: "clash.example.com": Hostname clash.example.com on port 443 (TLS) is already taken on Gateway %s/shared by listener "https" (HTTPS) of ListenerFragment clash`, ns),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := env.Client.Create(context.Background(), newFragment(ns, "clash", gw, tc.listeners...))
+			wantDenied(t, err, tc.want)
+			for _, l := range tc.listeners {
+				if c := claimOf(t, ns, gw.Name, l); c != nil {
+					t.Errorf("The denied fragment left claim %s", c.Name)
+				}
+			}
+		})
+	}
+}
+
+// applyAsGatefold adds listeners to the Gateway as the merger would, with
+// server-side apply under gatefold's field manager.
+func applyAsGatefold(t *testing.T, gw *gwv1.Gateway, listeners ...gwv1.Listener) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(gwv1.GroupVersion.String())
+	u.SetKind("Gateway")
+	u.SetNamespace(gw.Namespace)
+	u.SetName(gw.Name)
+	var items []any
+	for _, l := range listeners {
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, obj)
+	}
+	if err := unstructured.SetNestedSlice(u.Object, items, "spec", "listeners"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(rules.FieldManager), client.ForceOwnership); err != nil {
+		t.Fatalf("Applying listeners as gatefold: %v", err)
+	}
+}
+
+func TestListenerFoldedForAnotherFragmentIsNotTheGatewaysOwn(t *testing.T) {
+	infra := newNamespace(t, nil)
+	shop := newNamespace(t, nil)
+	blog := newNamespace(t, nil)
+	gw := newGateway(t, infra, gwv1.NamespacesFromAll)
+	folded := func(ns, fragment, host string) gwv1.Listener {
+		return gatewayHTTPS(string(v1alpha1.ListenerName(ns, fragment, "https")), host)
+	}
+	live := https("https", "live.example.com")
+	mustCreate(t, newFragment(shop, "live", gw, live))
+	// gatefold folded shop/live, and earlier shop/gone, since deleted.
+	applyAsGatefold(t, gw, folded(shop, "live", "live.example.com"), folded(shop, "gone", "gone.example.com"))
+	waitCachedListeners(t, gw, 3)
+
+	// The listener of a deleted fragment is not the Gateway's own: its
+	// tuple is free.
+	mustCreate(t, newFragment(blog, "reuse", gw, https("https", "gone.example.com")))
+
+	// The listener of another tenant's live fragment is that fragment's:
+	// the denial does not name it, nor its namespace.
+	err := env.Client.Create(context.Background(), newFragment(blog, "copy", gw, live))
+	wantDenied(t, err, `by a listener (HTTPS) of a ListenerFragment in another namespace`)
+	if strings.Contains(err.Error(), shop) || strings.Contains(err.Error(), "live-https") || strings.Contains(err.Error(), "own listener") {
+		t.Errorf("The denial to %s names %s's listener: %v", blog, shop, err)
+	}
+}
+
+func TestDefaultingNeverWidens(t *testing.T) {
+	ns := newNamespace(t, nil)
+	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
+	root := https("https", ".")
+	emptyGroup := newFragment(ns, "empty-group", gw, https("https", "group.example.com"))
+	emptyGroup.Spec.ParentRef.Group = ptr.To(gwv1.Group(""))
+	tests := map[string]struct {
+		lf   *v1alpha1.ListenerFragment
+		want string
+	}{
+		"a root hostname is not every hostname": {lf: newFragment(ns, "root", gw, root),
+			want: `ListenerFragment.gatefold.dev "root" is invalid: spec.listeners[0].hostname: Invalid value: ".": without its trailing dots the hostname is empty, and gatefold does not read that as every hostname: set the hostname the listener serves, or leave hostname out to match every hostname`},
+		"an empty parentRef group is not the Gateway group": {lf: emptyGroup,
+			want: `spec.parentRef.group: Invalid value: "": an empty group is the core API group, which has no Gateway: set group to gateway.networking.k8s.io, or leave it out`},
+		"a non-ASCII hostname is left for the schema": {lf: newFragment(ns, "kelvin", gw, https("https", "\u212a.example.com")),
+			want: "spec.listeners[0].hostname: Invalid value: \"\u212a.example.com\": spec.listeners[0].hostname in body should match"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			wantDenied(t, env.Client.Create(context.Background(), tc.lf), tc.want)
+		})
+	}
+}

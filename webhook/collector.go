@@ -1,0 +1,194 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
+)
+
+// AdmissionLabel on a namespace, set to AdmissionDisabled, keeps gatefold's
+// webhooks away from the namespace's fragments (config/webhook selects on
+// it), for break-glass repairs. Its fragments hold no new claims until the
+// label goes; then the collector backfills them.
+const (
+	AdmissionLabel    = "gatefold.dev/admission"
+	AdmissionDisabled = "disabled"
+)
+
+// Collected is what one round of the collector did.
+type Collected struct {
+	// Released is how many claims no holder wanted.
+	Released int
+	// Backfilled is how many claims stored fragments were given.
+	Backfilled int
+}
+
+// Collect is one round of the leader's collector. It lists the claims once
+// and reads everything else from the informer cache. It releases each claim
+// whose holder no longer wants it and whose version this replica has seen
+// unchanged for the grace period, on condition that the version is still
+// the one it saw. Then it backfills: a stored fragment may want a tuple no
+// claim holds (gatefold was installed after it, its namespace opted back in
+// to admission, its Gateway was created after it); in precedence order the
+// first fragment that wants such a tuple, and can take it, gets its claim,
+// so a later duplicate is denied.
+func (s *ClaimStore) Collect(ctx context.Context) (Collected, error) {
+	var done Collected
+	claims, err := s.list(ctx, nil)
+	if err != nil {
+		return done, err
+	}
+	names := sets.New[string]()
+	for _, h := range claims {
+		names.Insert(h.lease.Name)
+	}
+	s.sightings().keepOnly(names)
+
+	v := newView(s.Cache)
+	var kept []*held
+	var errs []error
+	for _, h := range claims {
+		live, err := s.live(ctx, v, h)
+		if err == nil && !live {
+			var released bool
+			if released, err = s.release(ctx, h.lease.Name, h.lease.ResourceVersion); released {
+				done.Released++
+				continue
+			}
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		kept = append(kept, h)
+	}
+	done.Backfilled, err = s.backfill(ctx, v, kept)
+	return done, errors.Join(append(errs, err)...)
+}
+
+// backfill gives stored fragments the unclaimed tuples they want, in
+// precedence order, where the Gateway's own listeners and the claims kept
+// leave room. It writes nothing when every wanted tuple is claimed.
+func (s *ClaimStore) backfill(ctx context.Context, v *view, kept []*held) (int, error) {
+	list := &v1alpha1.ListenerFragmentList{}
+	if err := s.Cache.List(ctx, list); err != nil {
+		return 0, err
+	}
+	fragments := list.Items
+	slices.SortFunc(fragments, rules.Precedence)
+	claimed := sets.New[string]()
+	for _, h := range kept {
+		claimed.Insert(h.lease.Name)
+	}
+	boards := map[types.NamespacedName]*rules.Board{}
+	board := func(gw *gwv1.Gateway) *rules.Board {
+		key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
+		if b, ok := boards[key]; ok {
+			return b
+		}
+		var mates []v1alpha1.ListenerFragment
+		for _, lf := range fragments {
+			if rules.ParentOf(&lf) == key {
+				mates = append(mates, lf)
+			}
+		}
+		b := rules.OwnBoard(rules.OwnListeners(gw, rules.ManagedListeners(gw), mates))
+		for _, h := range kept {
+			if h.decoded && h.claim.Gateway == key {
+				b.Take(h.holder.sectionName(), h.holder.rules())
+			}
+		}
+		boards[key] = b
+		return b
+	}
+
+	log := logf.FromContext(ctx)
+	n := 0
+	var errs []error
+	for i := range fragments {
+		lf := &fragments[i]
+		req := newClaimRequest(lf, false)
+		var gw *gwv1.Gateway
+		for j, c := range req.claims {
+			if claimed.Has(c.Name()) {
+				continue
+			}
+			if gw == nil {
+				ok, err := s.admitted(ctx, v, lf)
+				if err != nil || !ok {
+					if err != nil {
+						errs = append(errs, err)
+					}
+					break
+				}
+				gw, _ = v.gateway(ctx, req.gateway)
+			}
+			h := req.holders[j]
+			b := board(gw)
+			if b.Conflict(h.Entry) != nil {
+				continue
+			}
+			if err := s.Client.Create(ctx, s.Lease(c, h)); err != nil && !apierrors.IsAlreadyExists(err) {
+				errs = append(errs, err)
+				continue
+			} else if err == nil {
+				n++
+				log.V(1).Info("Backfilled a claim", "claim", c.Name(), "fragment", klog.KObj(lf), "listener", h.Listener)
+			}
+			claimed.Insert(c.Name())
+			b.Take(h.sectionName(), h.rules())
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// admitted says whether gatefold's admission would claim for lf now: it is
+// not being deleted, its namespace has not opted out, and its Gateway
+// exists and admits its namespace.
+func (s *ClaimStore) admitted(ctx context.Context, v *view, lf *v1alpha1.ListenerFragment) (bool, error) {
+	if !lf.DeletionTimestamp.IsZero() {
+		return false, nil
+	}
+	labels, ok, err := v.namespaceLabels(ctx, lf.Namespace)
+	if err != nil || !ok || labels[AdmissionLabel] == AdmissionDisabled {
+		return false, err
+	}
+	gw, err := v.gateway(ctx, rules.ParentOf(lf))
+	if err != nil || gw == nil {
+		return false, err
+	}
+	allowed, _ := rules.NamespaceAllowed(gw, lf.Namespace, labels)
+	return allowed, nil
+}
+
+// Run collects every period until ctx ends.
+func (s *ClaimStore) Run(ctx context.Context, period time.Duration) {
+	log := logf.FromContext(ctx).WithName("claims")
+	ctx = logf.IntoContext(ctx, log)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			done, err := s.Collect(ctx)
+			if err != nil && ctx.Err() == nil {
+				log.Error(err, "Collecting claims")
+			}
+			if done.Released > 0 || done.Backfilled > 0 {
+				log.V(1).Info("Collected claims", "released", done.Released, "backfilled", done.Backfilled)
+			}
+		}
+	}
+}
