@@ -28,7 +28,12 @@ type Options struct {
 
 // +kubebuilder:webhook:path=/mutate-gatefold-dev-v1alpha1-listenerfragment,mutating=true,failurePolicy=fail,sideEffects=None,groups=gatefold.dev,resources=listenerfragments,verbs=create;update,versions=v1alpha1,name=mlistenerfragment.gatefold.dev,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-gatefold-dev-v1alpha1-listenerfragment,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=gatefold.dev,resources=listenerfragments,verbs=create;update,versions=v1alpha1,name=vlistenerfragment.gatefold.dev,admissionReviewVersions=v1,timeoutSeconds=10
-// +kubebuilder:webhook:path=/validate-gateway-networking-k8s-io-v1-gateway,mutating=false,failurePolicy=fail,sideEffects=None,groups=gateway.networking.k8s.io,resources=gateways,verbs=create;update,versions=v1,name=vgateway.gatefold.dev,admissionReviewVersions=v1,timeoutSeconds=10
+
+// The Gateway webhook only warns, so it must never stand between a Gateway's
+// owner and the Gateway: it is ignored when it fails or takes more than 3s,
+// and gatefold's own ServiceAccount (as config/default names it), which
+// applies the folded listeners, skips it.
+// +kubebuilder:webhook:path=/validate-gateway-networking-k8s-io-v1-gateway,mutating=false,failurePolicy=ignore,sideEffects=None,groups=gateway.networking.k8s.io,resources=gateways,verbs=create;update,versions=v1,name=vgateway.gatefold.dev,admissionReviewVersions=v1,timeoutSeconds=3,patch=`{"matchConditions":[{"name":"not-gatefold","expression":"request.userInfo.username != 'system:serviceaccount:gatefold-system:gatefold-controller-manager'"}]}`
 
 // +kubebuilder:rbac:groups=gatefold.dev,resources=listenerfragments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;referencegrants,verbs=get;list;watch
