@@ -42,8 +42,9 @@ func (e *Env) WriteKubeconfig(path string) (string, error) {
 }
 
 // ApplySamples applies the kustomize folder dir (config/samples of the
-// repository when empty) with the kubectl beside the control plane, retrying
-// for 30s while the webhook server starts, then writes to w kubectl's output
+// repository when empty) with the kubectl beside the control plane, once a
+// server-side dry run shows the webhook server answers (30s at most), then
+// writes to w kubectl's output
 // and what the merger made of the samples.
 func (e *Env) ApplySamples(ctx context.Context, kubeconfig, dir string, w io.Writer) error {
 	if dir == "" {
@@ -54,15 +55,23 @@ func (e *Env) ApplySamples(ctx context.Context, kubeconfig, dir string, w io.Wri
 		dir = filepath.Join(root, "config", "samples")
 	}
 	fmt.Fprintf(w, "Applying %s...\n", dir)
+	apply := func(args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, filepath.Join(e.AssetsDir, "kubectl"), append([]string{"apply", "--server-side", "-k", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		return cmd.CombinedOutput()
+	}
+	// A server-side dry run first, until the webhook server answers: a real
+	// apply that failed half-way (the Gateway webhook ignores failures, the
+	// fragments' do not) would be retried in another order than the samples'.
 	var out []byte
 	var err error
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		cmd := exec.CommandContext(ctx, filepath.Join(e.AssetsDir, "kubectl"), "apply", "--server-side", "-k", dir)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-		if out, err = cmd.CombinedOutput(); err == nil || time.Now().After(deadline) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+		if out, err = apply("--dry-run=server"); err == nil || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(time.Second) // the webhook server may still be starting
+	}
+	if err == nil {
+		out, err = apply()
 	}
 	if _, werr := io.WriteString(w, klogLine.ReplaceAllString(string(out), "")); werr != nil {
 		return werr
