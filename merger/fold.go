@@ -1,10 +1,8 @@
 package merger
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,7 +73,7 @@ func (o Outcome) Folded() bool { return o.Reason == gwv1.ListenerEntryReasonAcce
 func Fold(in Input) Result {
 	res := Result{Statuses: map[types.NamespacedName]v1alpha1.ListenerFragmentStatus{}}
 	fragments := slices.Clone(in.Fragments)
-	slices.SortFunc(fragments, precedence)
+	slices.SortFunc(fragments, rules.Precedence)
 
 	if in.Gateway == nil {
 		for i := range fragments {
@@ -105,14 +103,6 @@ func Fold(in Input) Result {
 		res.Statuses[keyOf(lf)] = fragmentStatus(lf, in.Gateway, in.CarriedSince, outcomes)
 	}
 	return res
-}
-
-// precedence orders fragments oldest first, then by namespace/name.
-func precedence(a, b v1alpha1.ListenerFragment) int {
-	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-		return c
-	}
-	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 }
 
 func keyOf(lf *v1alpha1.ListenerFragment) types.NamespacedName {
