@@ -42,9 +42,8 @@ func (e *Env) WriteKubeconfig(path string) (string, error) {
 }
 
 // ApplySamples applies the kustomize folder dir (config/samples of the
-// repository when empty) with the kubectl beside the control plane, once a
-// server-side dry run shows the webhook server answers (30s at most), then
-// writes to w kubectl's output
+// repository when empty) with the kubectl beside the control plane, once the
+// webhooks answer, then writes to w kubectl's output
 // and what the merger made of the samples.
 func (e *Env) ApplySamples(ctx context.Context, kubeconfig, dir string, w io.Writer) error {
 	if dir == "" {
@@ -55,24 +54,12 @@ func (e *Env) ApplySamples(ctx context.Context, kubeconfig, dir string, w io.Wri
 		dir = filepath.Join(root, "config", "samples")
 	}
 	fmt.Fprintf(w, "Applying %s...\n", dir)
-	apply := func(args ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, filepath.Join(e.AssetsDir, "kubectl"), append([]string{"apply", "--server-side", "-k", dir}, args...)...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-		return cmd.CombinedOutput()
+	if err := e.waitForWebhooks(ctx); err != nil {
+		return err
 	}
-	// A server-side dry run first, until the webhook server answers: a real
-	// apply that failed half-way (the Gateway webhook ignores failures, the
-	// fragments' do not) would be retried in another order than the samples'.
-	var out []byte
-	var err error
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
-		if out, err = apply("--dry-run=server"); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err == nil {
-		out, err = apply()
-	}
+	cmd := exec.CommandContext(ctx, filepath.Join(e.AssetsDir, "kubectl"), "apply", "--server-side", "-k", dir)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	out, err := cmd.CombinedOutput()
 	if _, werr := io.WriteString(w, klogLine.ReplaceAllString(string(out), "")); werr != nil {
 		return werr
 	}
@@ -80,6 +67,27 @@ func (e *Env) ApplySamples(ctx context.Context, kubeconfig, dir string, w io.Wri
 		return fmt.Errorf("applying the samples: %w", err)
 	}
 	return PrintFolds(ctx, e.Client, w)
+}
+
+// waitForWebhooks waits, 30s at most, until gatefold's fragment webhooks
+// admit a server-side dry run. Applying the samples before would fail half
+// way (the Gateway webhook ignores failures, the fragments' do not), and a
+// retry would create them in another order than the samples'.
+func (e *Env) waitForWebhooks(ctx context.Context) error {
+	probe := &v1alpha1.ListenerFragment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gatefold-dev-probe"},
+		Spec: v1alpha1.ListenerFragmentSpec{
+			ParentRef: gwv1.ParentGatewayReference{Name: "gatefold-dev-probe"},
+			Listeners: []gwv1.ListenerEntry{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
+		},
+	}
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		if err = e.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("gatefold's webhooks did not answer within 30s: %w", err)
 }
 
 // PrintFolds waits until the merger has reported on every fragment, then
