@@ -35,7 +35,8 @@ type Reconciler struct {
 	// repairs statuses someone else changed; a current one writes nothing.
 	Resync time.Duration
 
-	carried carriedMemo
+	carried  carriedMemo
+	refusals refusalMemo
 }
 
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=patch
@@ -48,23 +49,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	res, err := r.fold(ctx, req.NamespacedName, &in)
-	if apierrors.IsConflict(err) {
+	res, foldErr := r.fold(ctx, req.NamespacedName, &in)
+	var gatewayRefused *gatewayRefusedError
+	switch {
+	case apierrors.IsConflict(foldErr):
 		// The Gateway changed since the read: fold the newer one. A deposed
 		// leader ends here instead of overwriting its successor's fold.
 		log.FromContext(ctx).V(1).Info("Gateway changed while folding, folding again", "gateway", req.NamespacedName)
 		return ctrl.Result{RequeueAfter: time.Second}, nil
+	case errors.As(foldErr, &gatewayRefused):
+		// Statuses still say what happened; the fold is retried with backoff.
+	case foldErr != nil:
+		return ctrl.Result{}, foldErr
 	}
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	var errs []error
+	errs := []error{foldErr}
 	changed := false
 	for i := range in.Fragments {
 		lf := &in.Fragments[i]
 		switch err := r.applyStatus(ctx, lf, res.Statuses[keyOf(lf)]); {
 		case apierrors.IsConflict(err):
+			// This view of the fragment is stale: write nothing more for it.
 			changed = true
+			continue
 		case err != nil:
 			errs = append(errs, err)
 		}
@@ -74,10 +80,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 		}
 	}
-	if changed && len(errs) == 0 {
-		return ctrl.Result{RequeueAfter: time.Second}, nil
+	if err := errors.Join(errs...); err != nil {
+		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: r.Resync}, errors.Join(errs...)
+	switch {
+	case changed:
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	case in.Gateway == nil && len(in.Fragments) == 0:
+		return ctrl.Result{}, nil // gone, with nothing left to report
+	case r.refusals.any(req.NamespacedName) && (r.Resync == 0 || refusalTTL < r.Resync):
+		return ctrl.Result{RequeueAfter: refusalTTL}, nil
+	}
+	return ctrl.Result{RequeueAfter: r.Resync}, nil
 }
 
 // read gathers the fold's input from the cache.
@@ -87,6 +101,7 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 	switch err := r.Client.Get(ctx, key, gw); {
 	case apierrors.IsNotFound(err):
 		r.carried.forget(key)
+		r.refusals.forget(key)
 	case err != nil:
 		return in, fmt.Errorf("reading Gateway %s: %w", key, err)
 	default:

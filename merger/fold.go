@@ -137,11 +137,12 @@ func (b *board) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Re
 			outcomes[i].Reason, outcomes[i].Message = gwv1.ListenerEntryReasonRefNotPermitted, rules.RefNotPermittedMessage(lf.Namespace, refs[0])
 			continue
 		}
-		if reason, msg, ok := local.conflict(l, lf.Namespace); !ok {
-			outcomes[i].Reason, outcomes[i].Message = reason, msg
+		entry := rules.EntryOf(l.Port, l.Protocol, l.Hostname)
+		if c := local.Conflict(entry); c != nil {
+			outcomes[i].Reason, outcomes[i].Message = gwv1.ListenerEntryConditionReason(c.Reason), c.Message(entry, b.gateway, lf.Namespace)
 			continue
 		}
-		local.Take(l.Name, rules.Holder{Namespace: lf.Namespace, Fragment: lf.Name, Listener: e.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)})
+		local.Take(l.Name, rules.Holder{Namespace: lf.Namespace, Fragment: lf.Name, Listener: e.Name, Entry: entry})
 		folded = append(folded, l)
 		foldedIdx = append(foldedIdx, i)
 	}
@@ -160,19 +161,6 @@ func (b *board) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Re
 		outcomes[i].Message = fmt.Sprintf("Folded into Gateway %s as listener %q", b.gateway, v1alpha1.ListenerName(lf.Namespace, lf.Name, lf.Spec.Listeners[i].Name))
 	}
 	return outcomes, folded
-}
-
-// conflict says whether l may be added, and if not, why.
-func (b *board) conflict(l gwv1.Listener, requesterNS string) (gwv1.ListenerEntryConditionReason, string, bool) {
-	e := rules.EntryOf(l.Port, l.Protocol, l.Hostname)
-	if c := b.Conflict(e); c != nil {
-		return gwv1.ListenerEntryConditionReason(c.Reason), c.Message(e, b.gateway, requesterNS), false
-	}
-	if b.HasName(l.Name) {
-		return gwv1.ListenerEntryReasonListenerConflict,
-			fmt.Sprintf("Gateway %s already has a listener named %q that gatefold does not manage: rename or remove that listener", b.gateway, l.Name), false
-	}
-	return "", "", true
 }
 
 // Listener returns the Gateway listener a fragment's listener folds into:

@@ -382,8 +382,8 @@ func fuzzInput(data []byte) Input {
 		return int(b)
 	}
 	ports := []gwv1.PortNumber{80, 443, 53}
-	protocols := []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType, gwv1.TLSProtocolType, gwv1.TCPProtocolType, gwv1.UDPProtocolType}
-	hosts := []string{"", "a.example.com", "b.example.com"}
+	protocols := []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType, gwv1.TLSProtocolType, gwv1.TCPProtocolType, gwv1.UDPProtocolType, "example.com/x"}
+	hosts := []string{"", "a.example.com", "b.example.com", "*.example.com"}
 	namespaces := []string{"infra", "shop", "blog"}
 	listener := func(name string) gwv1.ListenerEntry {
 		p := protocols[next()%len(protocols)]
@@ -395,14 +395,23 @@ func fuzzInput(data []byte) Input {
 	}
 	froms := []gwv1.FromNamespaces{gwv1.NamespacesFromAll, gwv1.NamespacesFromSame, gwv1.NamespacesFromNone}
 	gw := gateway(froms[next()%len(froms)])
+	in := Input{Gateway: gw, Managed: sets.New[gwv1.SectionName]()}
+	// The Gateway CEL keeps own listeners' (port, protocol, hostname) unique;
+	// within that, they may take what fragments want.
+	seen := sets.New[string]()
 	for i := range next() % 70 {
 		e := listener(fmt.Sprintf("own-%d", i))
-		if g := rules.GroupOf(e.Protocol); g == rules.GroupTCP || g == rules.GroupUDP {
-			e.Port = gwv1.PortNumber(20000 + i) // Gateway CEL keeps own listeners distinct
+		l := gwv1.Listener{Name: e.Name, Port: e.Port, Protocol: e.Protocol, Hostname: e.Hostname}
+		if key := fixture.Summary(gwv1.Listener{Port: l.Port, Protocol: l.Protocol, Hostname: l.Hostname}); seen.Has(key) {
+			l.Hostname = ptr.To(gwv1.Hostname(fmt.Sprintf("own-%d.example.com", i)))
+		} else {
+			seen.Insert(key)
 		}
-		gw.Spec.Listeners = append(gw.Spec.Listeners, gwv1.Listener{Name: e.Name, Port: e.Port, Protocol: e.Protocol, Hostname: ptr.To(gwv1.Hostname(fmt.Sprintf("own-%d.example.com", i)))})
+		gw.Spec.Listeners = append(gw.Spec.Listeners, l)
+		if next()%5 == 0 {
+			in.Managed.Insert(l.Name) // left behind by a deleted fragment
+		}
 	}
-	in := Input{Gateway: gw, Managed: sets.New[gwv1.SectionName]()}
 	if next()%5 == 0 {
 		in.Gateway = nil
 	}

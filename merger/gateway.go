@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -22,31 +25,82 @@ import (
 // fold folds in and applies the listeners. When the API server refuses the
 // apply (the Gateway CRD's rules, an admission policy), it finds the
 // fragments it refuses, reports them, and applies the rest: one refused
-// fragment never freezes the others.
+// fragment never freezes the others. Each round leaves out at least one more
+// fragment, so it ends. A refusal no fragment causes returns a
+// *gatewayRefusedError with statuses that say so.
 func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *Input) (Result, error) {
-	res := Fold(*in)
 	foldsTotal.Inc()
+	in.Rejected = r.refusals.recall(key, in.Fragments, time.Now())
+	var res Result
 	defer func() { recordListeners(key, in.Gateway, res) }()
 	gw := in.Gateway
-	if gw == nil || !gw.DeletionTimestamp.IsZero() {
-		return res, nil
+	for {
+		res = Fold(*in)
+		if gw == nil || !gw.DeletionTimestamp.IsZero() {
+			return res, nil
+		}
+		err := r.applyListeners(ctx, gw, in.Managed, res.Listeners)
+		if !refused(err) {
+			return res, err
+		}
+		blamed, berr := r.bisect(ctx, gw, res)
+		if berr != nil {
+			return res, berr
+		}
+		if len(blamed) == 0 {
+			res = r.refusedByGateway(ctx, in, err)
+			return res, &gatewayRefusedError{gateway: key, err: err}
+		}
+		for fragment, msg := range blamed {
+			log.FromContext(ctx).Info("The API server refused a fragment's listeners; folding the others", "gateway", klog.KObj(gw), "fragment", fragment, "message", msg)
+		}
+		if in.Rejected == nil {
+			in.Rejected = map[types.NamespacedName]string{}
+		}
+		maps.Copy(in.Rejected, blamed)
+		r.refusals.remember(key, in.Fragments, blamed, time.Now())
 	}
-	err := r.applyListeners(ctx, gw, in.Managed, res.Listeners)
-	if !refused(err) {
-		return res, err
+}
+
+// gatewayRefusedError is a refused apply that no fragment causes: the
+// Gateway's owner must act (a policy against its own listeners, or no
+// listener left for MinItems).
+type gatewayRefusedError struct {
+	gateway types.NamespacedName
+	err     error
+}
+
+func (e *gatewayRefusedError) Error() string {
+	return fmt.Sprintf("applying listeners to Gateway %s: %v", e.gateway, e.err)
+}
+
+func (e *gatewayRefusedError) Unwrap() error { return e.err }
+
+// refusedByGateway reports a refusal no fragment causes on the Gateway, and
+// refolds with every fragment whose listeners the Gateway does not already
+// carry as folded left out with the API server's message, so that no status
+// claims a listener that did not land.
+func (r *Reconciler) refusedByGateway(ctx context.Context, in *Input, err error) Result {
+	gw := in.Gateway
+	r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "ApplyFailed", "Fold", "The API server refused gatefold's listeners, and no ListenerFragment is the cause: %v", err)
+	log.FromContext(ctx).Error(err, "The API server refused the Gateway's folded listeners, and no fragment is the cause", "gateway", klog.KObj(gw))
+	msg := fmt.Sprintf("The API server refused gatefold's write to Gateway %s, which its owner must resolve: %v", gatewayKey(gw), err)
+	if in.Rejected == nil {
+		in.Rejected = map[types.NamespacedName]string{}
 	}
-	rejected, berr := r.bisect(ctx, in, res)
-	if berr != nil || len(rejected) == 0 {
-		// Nothing a fragment did: the Gateway's owner must act.
-		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "ApplyFailed", "Fold", "Applying %d gatefold listeners failed: %v", len(res.Listeners), err)
-		return res, fmt.Errorf("applying %d listeners to Gateway %s: %w", len(res.Listeners), klog.KObj(gw), err)
+	for {
+		res := Fold(*in)
+		more := false
+		for _, o := range res.Outcomes {
+			if _, done := in.Rejected[o.Fragment]; !done && o.GatewayListener != nil && !carries(gw, o.GatewayListener) {
+				in.Rejected[o.Fragment] = msg
+				more = true
+			}
+		}
+		if !more {
+			return res
+		}
 	}
-	for key, msg := range rejected {
-		log.FromContext(ctx).Info("The API server refused a fragment's listeners; folding the others", "gateway", klog.KObj(gw), "fragment", key, "message", msg)
-	}
-	in.Rejected = rejected
-	res = Fold(*in)
-	return res, r.applyListeners(ctx, gw, in.Managed, res.Listeners)
 }
 
 // refused says whether the API server refused a write for what it holds,
@@ -58,9 +112,11 @@ func refused(err error) bool {
 // bisect finds the fragments whose listeners the API server refuses, with
 // server-side dry-run applies: a group of fragments that applies with those
 // accepted so far is accepted whole, one that does not is split in two, and
-// a single fragment that does not is refused with the API server's message.
-// It costs about 2·r·log2(n) dry runs for r refused fragments of n.
-func (r *Reconciler) bisect(ctx context.Context, in *Input, res Result) (map[types.NamespacedName]string, error) {
+// a single fragment that does not is blamed with the API server's message —
+// but only if the Gateway takes some set of gatefold's listeners without it
+// (those accepted so far, or none): else the cause is not the fragment's. It
+// costs about 2·r·log2(n) dry runs for r refused fragments of n.
+func (r *Reconciler) bisect(ctx context.Context, gw *gwv1.Gateway, res Result) (map[types.NamespacedName]string, error) {
 	type group struct {
 		key       types.NamespacedName
 		listeners []gwv1.Listener
@@ -76,39 +132,49 @@ func (r *Reconciler) bisect(ctx context.Context, in *Input, res Result) (map[typ
 		groups[len(groups)-1].listeners = append(groups[len(groups)-1].listeners, *o.GatewayListener)
 	}
 	var accepted []gwv1.Listener
-	rejected := map[types.NamespacedName]string{}
-	var walk func([]group) error
-	walk = func(gs []group) error {
+	blamed := map[types.NamespacedName]string{}
+	var baseline error // whether the Gateway takes none of gatefold's listeners
+	baselineTried := false
+	var walk func(gs []group, knownRefused bool) error
+	walk = func(gs []group, knownRefused bool) error {
 		if len(gs) == 0 {
 			return nil
 		}
-		try := accepted
-		for _, g := range gs {
-			try = append(try[:len(try):len(try)], g.listeners...)
+		if !knownRefused {
+			try := slices.Clone(accepted)
+			for _, g := range gs {
+				try = append(try, g.listeners...)
+			}
+			err := r.apply(ctx, gw, try, true)
+			switch {
+			case err == nil:
+				accepted = try
+				return nil
+			case !refused(err):
+				return err
+			case len(gs) == 1:
+				if len(accepted) == 0 && !baselineTried {
+					baseline, baselineTried = r.apply(ctx, gw, nil, true), true
+					if baseline != nil && !refused(baseline) {
+						return baseline
+					}
+				}
+				if len(accepted) > 0 || baseline == nil {
+					blamed[gs[0].key] = err.Error()
+				}
+				return nil
+			}
 		}
-		err := r.apply(ctx, in.Gateway, try, true)
-		switch {
-		case err == nil:
-			accepted = try
-			return nil
-		case !refused(err):
+		if err := walk(gs[:len(gs)/2], false); err != nil {
 			return err
-		case len(gs) == 1:
-			rejected[gs[0].key] = err.Error()
-			return nil
 		}
-		if err := walk(gs[:len(gs)/2]); err != nil {
-			return err
-		}
-		return walk(gs[len(gs)/2:])
+		return walk(gs[len(gs)/2:], false)
 	}
-	if err := walk(groups); err != nil {
+	// The whole set was just refused: start by splitting it.
+	if err := walk(groups, len(groups) > 1); err != nil {
 		return nil, err
 	}
-	if len(rejected) == len(groups) && len(groups) > 1 {
-		return nil, nil // every fragment refused: the cause is not theirs
-	}
-	return rejected, nil
+	return blamed, nil
 }
 
 // listenersChanged reports whether applying `desired` would change the

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	metaapply "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -57,7 +57,7 @@ func secretsToGrant(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []
 			continue
 		}
 		for _, ref := range Listener(lf, e).TLS.CertificateRefs {
-			if string(*ref.Namespace) == lf.Namespace && (ref.Group == nil || *ref.Group == "") && (ref.Kind == nil || *ref.Kind == "Secret") {
+			if group, kind := rules.GroupKindOf(ref); string(*ref.Namespace) == lf.Namespace && group == corev1.GroupName && kind == "Secret" {
 				secrets.Insert(string(ref.Name))
 			}
 		}
@@ -99,24 +99,51 @@ func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragme
 	if current != nil && grantUpToDate(current, gw.Namespace, secrets) {
 		return nil
 	}
-	spec := gwapply.ReferenceGrantSpec().WithFrom(gwapply.ReferenceGrantFrom().
-		WithGroup(gwv1.GroupName).WithKind("Gateway").WithNamespace(gwv1.Namespace(gw.Namespace)))
-	for _, s := range secrets {
-		spec.WithTo(gwapply.ReferenceGrantTo().WithGroup(corev1.GroupName).WithKind("Secret").WithName(gwv1.ObjectName(s)))
+	desired := desiredGrant(key, lf, gw.Namespace, secrets)
+	var err error
+	if current == nil {
+		// Created, not applied: a grant of that name someone made since the
+		// cache saw none is never taken over.
+		err = r.Client.Create(ctx, desired, client.FieldOwner(rules.FieldManager))
+	} else {
+		// Fenced by the version read, for the same reason.
+		applied := &gwapply.ReferenceGrantApplyConfiguration{}
+		if err = convert(desired, applied); err == nil {
+			err = r.Client.Apply(ctx, applied.WithResourceVersion(current.ResourceVersion), client.FieldOwner(rules.FieldManager), client.ForceOwnership)
+		}
 	}
-	grant := gwapply.ReferenceGrant(key.Name, key.Namespace).
-		WithLabels(map[string]string{"app.kubernetes.io/managed-by": rules.FieldManager}).
-		WithOwnerReferences(metaapply.OwnerReference().
-			WithAPIVersion(v1alpha1.GroupVersion.String()).WithKind("ListenerFragment").
-			WithName(lf.Name).WithUID(lf.UID).WithController(true)).
-		WithSpec(spec)
-	if err := r.Client.Apply(ctx, grant, client.FieldOwner(rules.FieldManager), client.ForceOwnership); err != nil {
+	switch {
+	case apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err):
+		grantWrites.WithLabelValues("apply", resultConflict).Inc()
+		return nil // the next fold reads the newer grant
+	case err != nil:
 		grantWrites.WithLabelValues("apply", resultError).Inc()
 		return fmt.Errorf("applying ReferenceGrant %s: %w", key, err)
 	}
 	grantWrites.WithLabelValues("apply", resultWritten).Inc()
 	log.FromContext(ctx).Info("Applied ReferenceGrant", "referenceGrant", key.String(), "gatewayNamespace", gw.Namespace, "secrets", secrets)
 	return nil
+}
+
+// desiredGrant is the grant that lets Gateways of namespace gatewayNS read
+// the fragment's Secrets, owned by the fragment.
+func desiredGrant(key types.NamespacedName, lf *v1alpha1.ListenerFragment, gatewayNS string, secrets []string) *gwv1.ReferenceGrant {
+	g := &gwv1.ReferenceGrant{
+		TypeMeta: metav1.TypeMeta{APIVersion: gwv1.GroupVersion.String(), Kind: "ReferenceGrant"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: key.Namespace,
+			Name:      key.Name,
+			Labels:    map[string]string{"app.kubernetes.io/managed-by": rules.FieldManager},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: v1alpha1.GroupVersion.String(), Kind: "ListenerFragment", Name: lf.Name, UID: lf.UID, Controller: ptr.To(true),
+			}},
+		},
+		Spec: gwv1.ReferenceGrantSpec{From: []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: "Gateway", Namespace: gwv1.Namespace(gatewayNS)}}},
+	}
+	for _, s := range secrets {
+		g.Spec.To = append(g.Spec.To, gwv1.ReferenceGrantTo{Group: corev1.GroupName, Kind: "Secret", Name: ptr.To(gwv1.ObjectName(s))})
+	}
+	return g
 }
 
 func ownedBy(grant *gwv1.ReferenceGrant, lf *v1alpha1.ListenerFragment) bool {

@@ -35,7 +35,7 @@ var (
 	}, []string{"operation", "result"})
 	conflictsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatefold_merger_conflicts_total",
-		Help: "Fragment listeners that became not folded, by reason (HostnameConflict, ProtocolConflict, ListenerConflict, TooManyListeners)",
+		Help: "Fragment listeners whose Accepted condition became False, by reason (HostnameConflict, ProtocolConflict, RefNotPermitted, TooManyListeners, or a reason the Gateway implementation reported)",
 	}, []string{"reason"})
 	listenersGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gatefold_merger_listeners",

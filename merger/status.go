@@ -49,13 +49,17 @@ func notAccepted(lf *v1alpha1.ListenerFragment, reason v1alpha1.FragmentConditio
 	}}
 }
 
+// carries says whether the Gateway's spec holds listener l exactly as folded.
+func carries(gw *gwv1.Gateway, l *gwv1.Listener) bool {
+	return slices.ContainsFunc(gw.Spec.Listeners, func(c gwv1.Listener) bool { return equality.Semantic.DeepEqual(c, *l) })
+}
+
 // reportedFor returns what the Gateway implementation reports of listener l
 // once it has seen it as folded: only if the Gateway's spec carries l as it
 // is, and only conditions observed at or after `since`, the generation that
 // first carried it; else nothing, and the listener stays Pending.
 func reportedFor(gw *gwv1.Gateway, l *gwv1.Listener, since int64) (gwv1.ListenerStatus, bool) {
-	carried := slices.ContainsFunc(gw.Spec.Listeners, func(c gwv1.Listener) bool { return equality.Semantic.DeepEqual(c, *l) })
-	if !carried {
+	if !carries(gw, l) {
 		return gwv1.ListenerStatus{}, false
 	}
 	for _, s := range gw.Status.Listeners {
@@ -87,7 +91,7 @@ func notFolded(lf *v1alpha1.ListenerFragment, o Outcome) []metav1.Condition {
 	programmed := condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, gwv1.ListenerEntryReasonInvalid, lf.Generation, "Not folded into the Gateway: "+o.Message)
 	conds := []metav1.Condition{condition(gwv1.ListenerEntryConditionAccepted, metav1.ConditionFalse, o.Reason, lf.Generation, o.Message)}
 	switch o.Reason {
-	case gwv1.ListenerEntryReasonHostnameConflict, gwv1.ListenerEntryReasonProtocolConflict, gwv1.ListenerEntryReasonListenerConflict:
+	case gwv1.ListenerEntryReasonHostnameConflict, gwv1.ListenerEntryReasonProtocolConflict:
 		conflicted = condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionTrue, o.Reason, lf.Generation, o.Message)
 		programmed = condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, o.Reason, lf.Generation, o.Message)
 	case gwv1.ListenerEntryReasonRefNotPermitted:

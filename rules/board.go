@@ -37,9 +37,6 @@ func (b *Board) Clone() *Board {
 // Len is how many listeners the board holds.
 func (b *Board) Len() int { return b.count }
 
-// HasName says whether a listener of that name is on the board.
-func (b *Board) HasName(name gwv1.SectionName) bool { return b.names.Has(name) }
-
 // Take puts a listener on the board, whether or not it conflicts: a
 // Gateway's own listeners are there regardless.
 func (b *Board) Take(name gwv1.SectionName, h Holder) {

@@ -44,17 +44,23 @@ func ForeignCertificateRefs(fromNS string, i int, l gwv1.ListenerEntry) []Foreig
 	return out
 }
 
-// RefGranted says whether one of grants, the ReferenceGrants of the Secret's
-// namespace, lets ListenerFragments of namespace fromNS reference it.
-func RefGranted(grants []gwv1.ReferenceGrant, fromNS string, ref gwv1.SecretObjectReference) bool {
-	kind := gwv1.Kind("Secret")
-	if ref.Kind != nil {
-		kind = *ref.Kind
-	}
-	group := gwv1.Group(corev1.GroupName)
+// GroupKindOf returns the group and kind a certificateRef names, defaulted
+// as the API defaults them: a core Secret.
+func GroupKindOf(ref gwv1.SecretObjectReference) (gwv1.Group, gwv1.Kind) {
+	group, kind := gwv1.Group(corev1.GroupName), gwv1.Kind("Secret")
 	if ref.Group != nil {
 		group = *ref.Group
 	}
+	if ref.Kind != nil {
+		kind = *ref.Kind
+	}
+	return group, kind
+}
+
+// RefGranted says whether one of grants, the ReferenceGrants of the Secret's
+// namespace, lets ListenerFragments of namespace fromNS reference it.
+func RefGranted(grants []gwv1.ReferenceGrant, fromNS string, ref gwv1.SecretObjectReference) bool {
+	group, kind := GroupKindOf(ref)
 	for _, g := range grants {
 		fromOK := false
 		for _, f := range g.Spec.From {

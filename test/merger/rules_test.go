@@ -71,6 +71,15 @@ func TestRevokedGrantWithdrawsTheListener(t *testing.T) {
 // in namespace ns carrying a listener for host, and waits until it works.
 func forbidHostname(t *testing.T, ns, host string) {
 	t.Helper()
+	forbid(t, ns, fmt.Sprintf("object.spec.listeners.all(l, !has(l.hostname) || l.hostname != '%s')", host),
+		"listeners for "+host+" are not allowed here", fixture.GatewayHTTPS("probe", host))
+}
+
+// forbid installs a ValidatingAdmissionPolicy that refuses Gateways in
+// namespace ns unless expression holds, with message, and waits until a
+// Gateway with the probe listener is refused.
+func forbid(t *testing.T, ns, expression, message string, probeListener gwv1.Listener) {
+	t.Helper()
 	name := "forbid-" + ns
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -83,8 +92,8 @@ func forbidHostname(t *testing.T, ns, host string) {
 				},
 			}}},
 			Validations: []admissionregistrationv1.Validation{{
-				Expression: fmt.Sprintf("object.spec.listeners.all(l, !has(l.hostname) || l.hostname != '%s')", host),
-				Message:    "listeners for " + host + " are not allowed here",
+				Expression: expression,
+				Message:    message,
 			}},
 		},
 	}
@@ -100,10 +109,10 @@ func forbidHostname(t *testing.T, ns, host string) {
 	create(t, policy)
 	create(t, binding)
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, binding); _ = env.Client.Delete(ctx, policy) })
-	probe := fixture.Gateway(ns, gwv1.NamespacesFromAll, fixture.GatewayHTTPS("probe", host))
+	probe := fixture.Gateway(ns, gwv1.NamespacesFromAll, probeListener)
 	probe.Name = "probe"
 	eventually(t, func() error {
-		if err := env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll); err == nil || !strings.Contains(err.Error(), "are not allowed here") {
+		if err := env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll); err == nil || !strings.Contains(err.Error(), message) {
 			return fmt.Errorf("the policy does not refuse yet: %v", err)
 		}
 		return nil
@@ -169,4 +178,87 @@ func TestForeignReferenceGrantIsNeverOverwritten(t *testing.T) {
 	if err := diffErr(theirs.Spec, got.Spec); err != nil || len(got.OwnerReferences) != 0 {
 		t.Errorf("Someone else's ReferenceGrant was changed: %v, owners %v", err, got.OwnerReferences)
 	}
+}
+
+// Two refused fragments want one tuple: leaving out the first gives it to
+// the second, which the next round leaves out too; a good fragment after
+// them folds.
+func TestRefusedFragmentsSharingATupleDoNotFreezeTheOthers(t *testing.T) {
+	infra, shop, other := newNamespace(t, nil), newNamespace(t, nil), newNamespace(t, nil)
+	forbidHostname(t, infra, "dup.example.com")
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	create(t, gw)
+	x := fixture.Fragment(other, "x", gw, fixture.HTTPS("web", "dup.example.com"))
+	create(t, x)
+	time.Sleep(1100 * time.Millisecond)
+	y := fixture.Fragment(other, "y", gw, fixture.HTTPS("web", "dup.example.com"))
+	create(t, y)
+	time.Sleep(1100 * time.Millisecond)
+	z := fixture.Fragment(shop, "z", gw, fixture.HTTPS("web", "good.example.com"))
+	create(t, z)
+	wantListeners(t, gw, "default 8080/HTTP", folded(z, "web")+" 443/HTTPS good.example.com")
+	wantAccepted(t, x, metav1.ConditionFalse, "ListenersNotValid")
+	wantAccepted(t, y, metav1.ConditionFalse, "ListenersNotValid")
+	wantAccepted(t, z, metav1.ConditionTrue, "Accepted")
+}
+
+// Refused fragments never keep a revoked grant's listener on the Gateway.
+func TestRevokedGrantWithdrawsTheListenerBesideRefusedFragments(t *testing.T) {
+	infra, shop, certs := newNamespace(t, nil), newNamespace(t, nil), newNamespace(t, nil)
+	forbid(t, infra, "object.spec.listeners.all(l, !has(l.hostname) || !l.hostname.endsWith('.forbidden.example.com'))",
+		"forbidden hostnames", fixture.GatewayHTTPS("probe", "a.forbidden.example.com"))
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	create(t, gw)
+	grant := certGrant(certs, shop)
+	create(t, grant)
+	e := fixture.HTTPS("web", "app.example.com")
+	e.TLS.CertificateRefs = []gwv1.SecretObjectReference{{Name: "shared-cert", Namespace: ptr.To(gwv1.Namespace(certs))}}
+	lf := fixture.Fragment(shop, "app", gw, e)
+	create(t, lf)
+	wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
+	for _, name := range []string{"bad-1", "bad-2"} {
+		create(t, fixture.Fragment(shop, name, gw, fixture.HTTPS("web", name+".forbidden.example.com")))
+	}
+	wantAccepted(t, &v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "bad-2"}}, metav1.ConditionFalse, "ListenersNotValid")
+	if err := env.Client.Delete(ctx, grant); err != nil {
+		t.Fatal(err)
+	}
+	wantListeners(t, gw, "default 8080/HTTP")
+	eventually(t, func() error {
+		got := &v1alpha1.ListenerFragment{}
+		get(t, client.ObjectKeyFromObject(lf), got)
+		if c := listenerCondition(got, "web", "ResolvedRefs"); c == nil || c.Reason != "RefNotPermitted" {
+			return fmt.Errorf("ResolvedRefs = %+v, want RefNotPermitted", c)
+		}
+		return nil
+	})
+}
+
+// A policy against the Gateway's own listener is its owner's to resolve: no
+// fragment is blamed, the owner gets an event, and the fragment's status says
+// its listener did not land.
+func TestRefusalOfTheGatewaysOwnListenerBlamesNoFragment(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll, gwv1.Listener{Name: "legacy", Port: 8080, Protocol: gwv1.HTTPProtocolType})
+	create(t, gw)
+	forbid(t, infra, "object.spec.listeners.all(l, l.name != 'legacy')", "the listener named legacy must be renamed",
+		gwv1.Listener{Name: "legacy", Port: 80, Protocol: gwv1.HTTPProtocolType})
+	lf := fixture.Fragment(shop, "app", gw, fixture.HTTPS("web", "app.example.com"))
+	create(t, lf)
+	st := wantAccepted(t, lf, metav1.ConditionFalse, "ListenersNotValid")
+	if c := meta.FindStatusCondition(st.Status.Conditions, "Accepted"); !strings.Contains(c.Message, "which its owner must resolve") {
+		t.Errorf("Accepted message = %q, want it to say the Gateway's owner must resolve the refusal", c.Message)
+	}
+	eventually(t, func() error {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(infra)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "Gateway" && e.Reason == "ApplyFailed" && strings.Contains(e.Note, "the listener named legacy must be renamed") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no ApplyFailed event on Gateway %s", gw.Name)
+	})
 }

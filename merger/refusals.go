@@ -1,0 +1,84 @@
+package merger
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+)
+
+// refusalTTL is how long a fragment the API server refused stays left out
+// without being tried again, unless it changes first: a policy or a Gateway
+// that changes under it is noticed within this time.
+const refusalTTL = time.Minute
+
+// refusalMemo remembers, per Gateway, the fragments the API server refused,
+// so that a reconcile does not pay the refused apply and its dry runs again
+// for every event while nothing changed.
+type refusalMemo struct {
+	mu        sync.Mutex
+	byGateway map[types.NamespacedName]map[types.NamespacedName]refusal
+}
+
+type refusal struct {
+	uid        types.UID
+	generation int64
+	message    string
+	at         time.Time
+}
+
+// recall returns the refusals of the Gateway's fragments that still hold:
+// same object, same generation, not expired. It drops the others.
+func (m *refusalMemo) recall(gateway types.NamespacedName, fragments []v1alpha1.ListenerFragment, now time.Time) map[types.NamespacedName]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	held := m.byGateway[gateway]
+	if len(held) == 0 {
+		return nil
+	}
+	out := map[types.NamespacedName]string{}
+	kept := map[types.NamespacedName]refusal{}
+	for i := range fragments {
+		k := keyOf(&fragments[i])
+		if r, ok := held[k]; ok && r.uid == fragments[i].UID && r.generation == fragments[i].Generation && now.Sub(r.at) < refusalTTL {
+			out[k] = r.message
+			kept[k] = r
+		}
+	}
+	m.byGateway[gateway] = kept
+	return out
+}
+
+// remember records newly refused fragments of a Gateway.
+func (m *refusalMemo) remember(gateway types.NamespacedName, fragments []v1alpha1.ListenerFragment, refused map[types.NamespacedName]string, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.byGateway == nil {
+		m.byGateway = map[types.NamespacedName]map[types.NamespacedName]refusal{}
+	}
+	if m.byGateway[gateway] == nil {
+		m.byGateway[gateway] = map[types.NamespacedName]refusal{}
+	}
+	for i := range fragments {
+		k := keyOf(&fragments[i])
+		if msg, ok := refused[k]; ok {
+			m.byGateway[gateway][k] = refusal{uid: fragments[i].UID, generation: fragments[i].Generation, message: msg, at: now}
+		}
+	}
+}
+
+// any says whether the Gateway has refusals to try again when they expire.
+func (m *refusalMemo) any(gateway types.NamespacedName) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byGateway[gateway]) > 0
+}
+
+// forget drops a deleted Gateway.
+func (m *refusalMemo) forget(gateway types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.byGateway, gateway)
+}
