@@ -254,6 +254,11 @@ func TestInstallImageFollowsIMG(t *testing.T) {
 			for _, d := range decodeDeployments(t, out) {
 				for _, c := range d.Spec.Template.Spec.Containers {
 					images = append(images, c.Image)
+					// A :latest image defaults to Always, and a locally
+					// built and loaded image would not run.
+					if c.ImagePullPolicy != corev1.PullIfNotPresent {
+						t.Errorf("Container %s pulls %q, want IfNotPresent", c.Name, c.ImagePullPolicy)
+					}
 				}
 			}
 			if !slices.Equal(images, []string{tc.wantImage}) {
