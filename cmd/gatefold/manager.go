@@ -49,7 +49,7 @@ func (o *managerOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "With --cert-mode=cert-manager, the folder holding the webhook server's tls.crt and tls.key, reloaded when they change")
 	o.certs.bindFlags(fs, ns)
 	fs.StringVar(&o.webhook.ClaimsNamespace, "claims-namespace", ns, "Namespace holding the listener claims (gatefold's own; tenants must have no rights there)")
-	fs.DurationVar(&o.webhook.ClaimGrace, "claim-grace", 30*time.Second, "How long a replica must have seen a claim unchanged, by its own clock, before it releases or takes over a claim no fragment wants; longer than any admission request")
+	fs.DurationVar(&o.webhook.ClaimGrace, "claim-grace", 60*time.Second, "How long a replica must have judged a claim unwanted, at one version and by its own clock, before it releases or takes it over; longer than the slowest admission chain plus cache lag (at least 10s)")
 	fs.DurationVar(&o.webhook.CollectPeriod, "claim-collect-period", 15*time.Second, "How often the leader releases claims no fragment wants and backfills claims stored fragments lack (one list of claims a round)")
 	fs.BoolVar(&o.merger.ManageReferenceGrants, "manage-reference-grants", true, "Keep a ReferenceGrant per fragment that lets its Gateway read the fragment's certificate Secrets; false leaves granting to you")
 	fs.IntVar(&o.merger.Workers, "merger-workers", 4, "How many Gateways the merger folds at once")
@@ -72,6 +72,9 @@ func runManager(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := o.validate(); err != nil {
+		return err
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
 	cfg, err := config.GetConfig()
@@ -79,6 +82,23 @@ func runManager(args []string) error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	return startManager(ctrl.SetupSignalHandler(), cfg, o)
+}
+
+// minClaimGrace is the fragment webhooks' timeout: a claim must outlast the
+// request that wrote it.
+const minClaimGrace = 10 * time.Second
+
+// validate refuses flag values the manager cannot run with.
+func (o *managerOptions) validate() error {
+	switch grace, period := o.webhook.ClaimGrace, o.webhook.CollectPeriod; {
+	case grace < minClaimGrace:
+		return fmt.Errorf("--claim-grace is %v: it must be at least %v, the fragment webhooks' timeout", grace, minClaimGrace)
+	case period <= 0:
+		return fmt.Errorf("--claim-collect-period is %v: it must be positive", period)
+	case period >= grace:
+		return fmt.Errorf("--claim-collect-period is %v: it must be shorter than --claim-grace (%v), or the collector never sees a claim unwanted without a break", period, grace)
+	}
+	return nil
 }
 
 // startManager runs one replica until ctx ends or it loses the leader

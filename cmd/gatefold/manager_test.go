@@ -1,0 +1,48 @@
+package main
+
+import (
+	"flag"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestManagerRefusesClaimFlagsItCannotRunWith(t *testing.T) {
+	tests := map[string]struct {
+		args []string
+		want string
+	}{
+		"a grace shorter than the webhooks' timeout":      {args: []string{"--claim-grace=5s"}, want: "--claim-grace is 5s: it must be at least 10s, the fragment webhooks' timeout"},
+		"a grace under a second (leaseDurationSeconds 0)": {args: []string{"--claim-grace=500ms"}, want: "--claim-grace is 500ms: it must be at least 10s"},
+		"no collect period (time.NewTicker panics)":       {args: []string{"--claim-collect-period=0"}, want: "--claim-collect-period is 0s: it must be positive"},
+		"a negative collect period":                       {args: []string{"--claim-collect-period=-1s"}, want: "--claim-collect-period is -1s: it must be positive"},
+		"a collect period as long as the grace":           {args: []string{"--claim-grace=20s", "--claim-collect-period=20s"}, want: "--claim-collect-period is 20s: it must be shorter than --claim-grace (20s)"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			// A kubeconfig that does not exist: a manager that got past its
+			// flags fails on it and never reaches a cluster.
+			args := append([]string{"--kubeconfig=" + filepath.Join(t.TempDir(), "none")}, tc.args...)
+			err := runManager(args)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("gatefold manager %s: got %v, want an error containing %q", strings.Join(tc.args, " "), err, tc.want)
+			}
+		})
+	}
+}
+
+func TestManagerDefaultsLeaveAMarginForTheAdmissionChain(t *testing.T) {
+	var o managerOptions
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	o.bindFlags(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.validate(); err != nil {
+		t.Errorf("The defaults are refused: %v", err)
+	}
+	if o.webhook.ClaimGrace != time.Minute {
+		t.Errorf("--claim-grace defaults to %v, want 1m: longer than parallel 10s webhooks plus storage and cache lag", o.webhook.ClaimGrace)
+	}
+}
