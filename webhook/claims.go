@@ -38,10 +38,11 @@ import (
 // lists its Gateway's claims again, from the API server: of two racing
 // requests the later lister sees the other's claim and backs off.
 //
-// A claim is released when its holder no longer wants it (see wants) and
-// this replica has seen the claim's resourceVersion unchanged for the grace
-// period (see sightings). A request in flight has just written its claims,
-// which changed their version, and it ends well within the grace.
+// A claim is released when this replica has judged, at one resourceVersion,
+// that its holder no longer wants it (see wants) for the grace period
+// without a break (see sightings). A request in flight has just written its
+// claims, which changed their version, and it ends well within the grace;
+// a holder unwanted only for a moment keeps its claim.
 
 const (
 	claimLabel        = "gatefold.dev/claim"
@@ -115,9 +116,9 @@ type ClaimStore struct {
 	Cache client.Reader
 	// Namespace holds the claims.
 	Namespace string
-	// Grace is how long this replica must have seen a claim unchanged
-	// before it releases or takes it over; longer than any admission
-	// request is in flight.
+	// Grace is how long this replica must have judged a claim unwanted, at
+	// one version, before it releases or takes it over; longer than any
+	// admission request is in flight, plus cache lag.
 	Grace time.Duration
 
 	once sync.Once
@@ -170,16 +171,13 @@ type held struct {
 	lease  *coordinationv1.Lease
 	claim  Claim
 	holder Holder
-	// decoded is false for a claim gatefold cannot read: once settled it
-	// protects nothing.
+	// decoded is false for a claim gatefold cannot read: no holder wants
+	// it, so once stale it protects nothing.
 	decoded bool
-	// settled says this replica has seen the claim's version unchanged for
-	// the grace period.
-	settled bool
 }
 
 func (s *ClaimStore) read(l *coordinationv1.Lease) *held {
-	h := &held{lease: l, settled: s.sightings().settled(l.Name, l.ResourceVersion)}
+	h := &held{lease: l}
 	var rec claimRecord
 	if json.Unmarshal([]byte(l.Annotations[claimAnnotation]), &rec) != nil || rec.Claim.Name() != l.Name || rec.Entry.Tuple() != rec.Claim.Tuple {
 		return h
@@ -224,16 +222,18 @@ func (s *ClaimStore) get(ctx context.Context, name string) (*held, error) {
 	return s.read(l), nil
 }
 
-// live says whether a claim still protects its tuple: this replica has not
-// yet seen it settle, or its holder wants it.
+// live says whether a claim still protects its tuple: its holder wants it,
+// or this replica has not yet judged it unwanted, at its version, for the
+// grace period. Every call is a judgment that sightings records.
 func (s *ClaimStore) live(ctx context.Context, v *view, h *held) (bool, error) {
-	if !h.settled {
-		return true, nil
+	wanted := false
+	if h.decoded {
+		var err error
+		if wanted, err = v.wants(ctx, h); err != nil {
+			return true, err
+		}
 	}
-	if !h.decoded {
-		return false, nil
-	}
-	return v.wants(ctx, h)
+	return !s.sightings().stale(h.lease.Name, h.lease.ResourceVersion, wanted), nil
 }
 
 // release deletes a claim on condition that it is still at the version this
@@ -259,10 +259,14 @@ type claimRequest struct {
 	create  bool
 	claims  []Claim
 	holders []Holder
+	// kept marks, on an update, the listeners whose tuple the stored
+	// fragment already had on this Gateway: they are not checked against
+	// other holders again (see keptListeners).
+	kept []bool
 }
 
 func newClaimRequest(lf *v1alpha1.ListenerFragment, create bool) *claimRequest {
-	r := &claimRequest{lf: lf, gateway: rules.ParentOf(lf), create: create, claims: claimsOf(lf)}
+	r := &claimRequest{lf: lf, gateway: rules.ParentOf(lf), create: create, claims: claimsOf(lf), kept: make([]bool, len(lf.Spec.Listeners))}
 	for _, l := range lf.Spec.Listeners {
 		r.holders = append(r.holders, Holder{Namespace: lf.Namespace, Name: lf.Name, UID: lf.UID, Listener: string(l.Name), Entry: entryOf(l)})
 	}
@@ -299,18 +303,22 @@ type claimPlan struct {
 	req *claimRequest
 	// have is the claim each listener found, nil where there was none.
 	have []*held
+	// yield marks the kept listeners that another holder on the board
+	// conflicts with: the request leaves their claims as they are, and the
+	// collector gives an unclaimed tuple to the first in precedence.
+	yield []bool
 	// nameExists says the request creates a fragment whose name is stored:
 	// the API server answers AlreadyExists, so the request claims nothing.
 	nameExists *bool
 }
 
-// board returns own, a board of the Gateway's own listeners (nil for
-// none), with every claim of another fragment that conflicts with one of
-// the request's listeners and is still live.
-func (s *ClaimStore) board(ctx context.Context, v *view, req *claimRequest, claims []*held, own *rules.Board) (*rules.Board, error) {
+// board returns base, a board of what the request is checked against
+// besides claims (nil for nothing), with every claim of another fragment
+// that conflicts with one of the request's listeners and is still live.
+func (s *ClaimStore) board(ctx context.Context, v *view, req *claimRequest, claims []*held, base *rules.Board) (*rules.Board, error) {
 	b := rules.NewBoard()
-	if own != nil {
-		b = own.Clone()
+	if base != nil {
+		b = base.Clone()
 	}
 	for _, h := range claims {
 		if h.decoded && h.holder.fragment() == req.fragment() {
@@ -334,27 +342,29 @@ func (s *ClaimStore) board(ctx context.Context, v *view, req *claimRequest, clai
 
 // check decides, reading only, whether the request's listeners can be
 // claimed: it reads the Gateway's claims once and checks every listener
-// against own and the live claims of other fragments. It returns the field
-// errors of the listeners that cannot be claimed, or the plan to acquire.
-func (s *ClaimStore) check(ctx context.Context, req *claimRequest, own *rules.Board) (*claimPlan, field.ErrorList, error) {
+// against base (the Gateway's own listeners and its stored fragments) and
+// the live claims of other fragments. It returns the field errors of the
+// listeners that cannot be claimed, or the plan to acquire.
+func (s *ClaimStore) check(ctx context.Context, req *claimRequest, base *rules.Board) (*claimPlan, field.ErrorList, error) {
 	claims, err := s.list(ctx, &req.gateway)
 	if err != nil {
 		return nil, nil, err
 	}
 	v := newView(s.Cache)
-	b, err := s.board(ctx, v, req, claims, own)
+	b, err := s.board(ctx, v, req, claims, base)
 	if err != nil {
 		return nil, nil, err
 	}
-	if errs := CheckAgainstBoard(req.lf, req.gateway.String(), b); len(errs) > 0 {
+	if errs := checkListeners(req.lf, req.gateway.String(), b, req.kept); len(errs) > 0 {
 		return nil, errs, nil
 	}
 	byName := make(map[string]*held, len(claims))
 	for _, h := range claims {
 		byName[h.lease.Name] = h
 	}
-	p := &claimPlan{req: req, have: make([]*held, len(req.claims))}
+	p := &claimPlan{req: req, have: make([]*held, len(req.claims)), yield: make([]bool, len(req.claims))}
 	for i, c := range req.claims {
+		p.yield[i] = req.kept[i] && b.Conflict(req.holders[i].Entry) != nil
 		p.have[i] = byName[c.Name()]
 		if h := p.have[i]; h != nil && p.formerSelf(h) {
 			if _, err := p.exists(ctx, s.Reader); err != nil {
@@ -417,11 +427,18 @@ func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList
 		}
 	}
 	for i := range req.claims {
+		if p.yield[i] {
+			continue
+		}
 		w, conflict, err := s.take(ctx, v, p, i)
 		switch {
 		case err != nil:
 			release()
 			return nil, err
+		case conflict != nil && req.kept[i]:
+			// Another fragment holds a tuple the stored fragment already
+			// had: the merger reports which of them the Gateway takes.
+			continue
 		case conflict != nil:
 			release()
 			return field.ErrorList{conflictError(i, req.lf.Spec.Listeners[i], conflict, req.gateway.String(), req.lf.Namespace)}, nil
@@ -437,7 +454,7 @@ func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList
 	if err == nil {
 		var b *rules.Board
 		if b, err = s.board(ctx, v, req, claims, nil); err == nil {
-			if errs := CheckAgainstBoard(req.lf, req.gateway.String(), b); len(errs) > 0 {
+			if errs := checkListeners(req.lf, req.gateway.String(), b, req.kept); len(errs) > 0 {
 				release()
 				return errs, nil
 			}
@@ -458,6 +475,17 @@ func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList
 // out to be of a stored name.
 func (s *ClaimStore) take(ctx context.Context, v *view, p *claimPlan, i int) (*written, *rules.Conflict, error) {
 	c, h, have := p.req.claims[i], p.req.holders[i], p.have[i]
+	if have != nil && p.req.kept[i] && (!have.decoded || have.holder.fragment() != h.fragment()) {
+		// The check let a kept listener pass whoever holds its claim:
+		// it takes the claim only from a holder that no longer has it.
+		if live, err := s.live(ctx, v, have); err != nil || live {
+			if err != nil {
+				return nil, nil, err
+			}
+			rh, _ := p.req.against(have)
+			return nil, rules.ConflictOf(h.Entry, rh), nil
+		}
+	}
 	for range 5 {
 		var err error
 		if have == nil {
@@ -589,13 +617,25 @@ func (v *view) namespaceLabels(ctx context.Context, name string) (map[string]str
 }
 
 // wants says whether the holder of h still wants it, as the cache shows it.
+// The holder is often another tenant's fragment, and the error may reach the
+// requester: a failed read is logged in full and returned naming only the
+// claim.
 func (v *view) wants(ctx context.Context, h *held) (bool, error) {
+	wanted, err := v.holderWants(ctx, h)
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "Reading the holder of a claim", "claim", klog.KObj(h.lease), "fragment", klog.KRef(h.holder.Namespace, h.holder.Name))
+		return false, fmt.Errorf("reading the holder of claim %s from the informer cache (gatefold's log has the details)", klog.KObj(h.lease))
+	}
+	return wanted, nil
+}
+
+func (v *view) holderWants(ctx context.Context, h *held) (bool, error) {
 	lf := &v1alpha1.ListenerFragment{}
 	if err := v.cache.Get(ctx, h.holder.fragment(), lf); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		return false, fmt.Errorf("reading ListenerFragment %s, holder of claim %s: %w", h.holder.fragment(), klog.KObj(h.lease), err)
+		return false, fmt.Errorf("reading ListenerFragment %s: %w", h.holder.fragment(), err)
 	}
 	gw, err := v.gateway(ctx, h.claim.Gateway)
 	if err != nil || gw == nil {

@@ -50,6 +50,8 @@ type store struct {
 	beforeDelete func(c client.WithWatch, name string)
 	// afterCreate, when set, runs after a claim is created.
 	afterCreate func(c client.WithWatch, name string)
+	// failGet, when set, may fail a read of any object.
+	failGet func(key client.ObjectKey, obj client.Object) error
 }
 
 type indexInto struct{ b *fake.ClientBuilder }
@@ -81,6 +83,11 @@ func newStore(t *testing.T, objs ...client.Object) *store {
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if isClaim(obj) {
 				s.record("get")
+			}
+			if s.failGet != nil {
+				if err := s.failGet(key, obj); err != nil {
+					return err
+				}
 			}
 			return c.Get(ctx, key, obj, opts...)
 		},
@@ -290,30 +297,61 @@ func TestWants(t *testing.T) {
 	}
 }
 
-func TestSightingsSettleOnlyOnAVersionSeenForTheGrace(t *testing.T) {
+func TestSightingsGoStaleOnlyAfterTheGraceUnwantedAtOneVersion(t *testing.T) {
 	now := time.Unix(0, 0)
 	s := newSightings(grace, func() time.Time { return now })
-	steps := []struct {
+	steps := map[string][]struct {
 		after   time.Duration
 		version string
+		wanted  bool
 		want    bool
 	}{
-		{0, "1", false},
-		{grace - time.Second, "1", false},
-		{time.Second, "1", true},
-		{time.Second, "2", false}, // a write restarts the watch
-		{grace - time.Second, "2", false},
-		{time.Second, "2", true},
+		"unwanted for the grace at one version": {
+			{0, "1", false, false},
+			{grace - time.Second, "1", false, false},
+			{time.Second, "1", false, true},
+		},
+		"a write restarts the watch": {
+			{0, "1", false, false},
+			{grace - time.Second, "1", false, false},
+			{time.Second, "2", false, false},
+			{grace - time.Second, "2", false, false},
+			{time.Second, "2", false, true},
+		},
+		"judged wanted in between, the grace starts again": {
+			{0, "1", false, false},
+			{grace / 2, "1", true, false},
+			{time.Second, "1", false, false},
+			{grace - time.Second, "1", false, false},
+			{time.Second, "1", false, true},
+		},
+		"an old claim unwanted for a moment is not stale": {
+			{0, "1", true, false},
+			{10 * grace, "1", true, false},
+			{grace / 2, "1", false, false},
+			{time.Second, "1", true, false},
+		},
+		"not judged for more than a grace, the grace starts again": {
+			{0, "1", false, false},
+			{grace + time.Second, "1", false, false},
+			{grace, "1", false, true},
+		},
 	}
-	for i, st := range steps {
-		now = now.Add(st.after)
-		if got := s.settled("lfc-a", st.version); got != st.want {
-			t.Fatalf("Step %d: settled at version %s = %v, want %v", i, st.version, got, st.want)
-		}
+	for name, steps := range steps {
+		t.Run(name, func(t *testing.T) {
+			claim := "lfc-" + name
+			for i, st := range steps {
+				now = now.Add(st.after)
+				if got := s.stale(claim, st.version, st.wanted); got != st.want {
+					t.Fatalf("Step %d: stale at version %s, wanted %v = %v, want %v", i, st.version, st.wanted, got, st.want)
+				}
+			}
+		})
 	}
 	s.keepOnly(sets.New[string]())
-	if s.settled("lfc-a", "2") {
-		t.Error("A claim forgotten after a full list settled at once")
+	now = now.Add(grace)
+	if s.stale("lfc-unwanted for the grace at one version", "1", false) {
+		t.Error("A claim forgotten after a full list went stale at once")
 	}
 }
 
@@ -625,5 +663,41 @@ func TestTakeoverWaitsForTheGraceOnThisReplica(t *testing.T) {
 	}
 	if got := s.holderOf(claimName(appHTTPS)); got != "shop/app/app-uid" {
 		t.Errorf("Holder = %q, want shop/app", got)
+	}
+}
+
+func TestCollectorLabelsClaimsAnEarlierVersionWrote(t *testing.T) {
+	s := newStore(t, tenants(gateway("infra", "shared", gwv1.NamespacesFromAll))...)
+	s.mustCreate(onShared("shop", "app", 1, appHTTPS))
+	// An earlier version labelled claims by port and group, not Gateway.
+	l := s.claim(claimName(appHTTPS))
+	delete(l.Labels, claimGatewayLabel)
+	l.Labels["gatefold.dev/port"] = "whatever"
+	if err := s.c.Update(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	onGateway := func() int {
+		claims, err := s.claims.list(context.Background(), &shared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(claims)
+	}
+	if n := onGateway(); n != 0 {
+		t.Fatalf("Admission lists %d claims on the Gateway before the relabel, want none", n)
+	}
+	s.took()
+	if done := s.collect(); done.Relabelled != 1 || done.Released != 0 || done.Backfilled != 0 {
+		t.Errorf("Collected %+v, want the claim relabelled", done)
+	}
+	if got := writes(s.took()); !cmp.Equal(got, []string{"update " + claimName(appHTTPS)}) {
+		t.Errorf("The relabelling round wrote %q", got)
+	}
+	if n := onGateway(); n != 1 {
+		t.Errorf("Admission lists %d claims on the Gateway after the relabel, want 1", n)
+	}
+	s.collect()
+	if got := writes(s.took()); len(got) != 0 {
+		t.Errorf("The next round wrote %q", got)
 	}
 }

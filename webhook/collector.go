@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -32,13 +33,16 @@ type Collected struct {
 	Released int
 	// Backfilled is how many claims stored fragments were given.
 	Backfilled int
+	// Relabelled is how many claims an earlier version wrote were given
+	// the label of their Gateway.
+	Relabelled int
 }
 
 // Collect is one round of the leader's collector. It lists the claims once
-// and reads everything else from the informer cache. It releases each claim
-// whose holder no longer wants it and whose version this replica has seen
-// unchanged for the grace period, on condition that the version is still
-// the one it saw. Then it backfills: a stored fragment may want a tuple no
+// and reads everything else from the informer cache. It judges every claim,
+// and releases each one that it has judged unwanted by its holder, at one
+// version, for the grace period, on condition that the version is still the
+// one it judged. Then it backfills: a stored fragment may want a tuple no
 // claim holds (gatefold was installed after it, its namespace opted back in
 // to admission, its Gateway was created after it); in precedence order the
 // first fragment that wants such a tuple, and can take it, gets its claim,
@@ -67,6 +71,12 @@ func (s *ClaimStore) Collect(ctx context.Context) (Collected, error) {
 				continue
 			}
 		}
+		if err == nil && live {
+			var relabelled bool
+			if relabelled, err = s.relabel(ctx, h); relabelled {
+				done.Relabelled++
+			}
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -74,6 +84,26 @@ func (s *ClaimStore) Collect(ctx context.Context) (Collected, error) {
 	}
 	done.Backfilled, err = s.backfill(ctx, v, kept)
 	return done, errors.Join(append(errs, err)...)
+}
+
+// relabel gives a claim that an earlier version wrote without it the label
+// of its Gateway, by which admission lists a Gateway's claims, on condition
+// that the claim is still at the version read. It says whether it did.
+func (s *ClaimStore) relabel(ctx context.Context, h *held) (bool, error) {
+	want := gatewayLabel(h.claim.Gateway)
+	if !h.decoded || h.lease.Labels[claimGatewayLabel] == want {
+		return false, nil
+	}
+	l := h.lease.DeepCopy()
+	l.Labels[claimGatewayLabel] = want
+	switch err := s.Client.Update(ctx, l); {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("labelling claim %s: %w", l.Name, err)
+	}
 }
 
 // backfill gives stored fragments the unclaimed tuples they want, in
@@ -186,8 +216,8 @@ func (s *ClaimStore) Run(ctx context.Context, period time.Duration) {
 			if err != nil && ctx.Err() == nil {
 				log.Error(err, "Collecting claims")
 			}
-			if done.Released > 0 || done.Backfilled > 0 {
-				log.V(1).Info("Collected claims", "released", done.Released, "backfilled", done.Backfilled)
+			if done.Released > 0 || done.Backfilled > 0 || done.Relabelled > 0 {
+				log.V(1).Info("Collected claims", "released", done.Released, "backfilled", done.Backfilled, "relabelled", done.Relabelled)
 			}
 		}
 	}

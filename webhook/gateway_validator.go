@@ -5,16 +5,20 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/rules"
 )
 
 // gatewayValidator warns, and never denies, when a Gateway's own listener
-// conflicts with a listener a fragment wants: the Gateway's listeners come
-// first, so that fragment listener will be reported Conflicted.
+// conflicts with a listener of a fragment the Gateway admits: the Gateway's
+// listeners come first, so that fragment listener will be reported
+// Conflicted.
 type gatewayValidator struct {
 	cache client.Reader
 }
@@ -33,8 +37,13 @@ func (v *gatewayValidator) ValidateDelete(context.Context, *gwv1.Gateway) (admis
 
 func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission.Warnings {
 	fragments, err := fragmentsOf(ctx, v.cache, gw)
+	var placed []v1alpha1.ListenerFragment
+	if err == nil {
+		placed, err = v.placed(ctx, gw, fragments)
+	}
 	if err != nil {
-		return admission.Warnings{fmt.Sprintf("gatefold could not check this Gateway's listeners against its ListenerFragments: %v", err)}
+		logf.FromContext(ctx).Error(err, "Checking a Gateway's listeners against its ListenerFragments", "gateway", klog.KObj(gw))
+		return admission.Warnings{"gatefold could not check this Gateway's listeners against its ListenerFragments: gatefold's log has the details"}
 	}
 	own := sets.New[gwv1.SectionName]()
 	for _, l := range rules.OwnListeners(gw, rules.ManagedListeners(gw), fragments) {
@@ -47,7 +56,7 @@ func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission
 		}
 		h := rules.Holder{Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)}
 		n := 0
-		for _, lf := range fragments {
+		for _, lf := range placed {
 			for _, e := range lf.Spec.Listeners {
 				if rules.ConflictOf(entryOf(e), h) != nil {
 					n++
@@ -60,4 +69,26 @@ func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission
 		}
 	}
 	return warnings
+}
+
+// placed returns those of gw's fragments that the fold would place: not
+// being deleted, of a namespace gw admits (read as metadata from the
+// cache). The others are reported NotAllowed, or go, whatever the Gateway's
+// listeners.
+func (v *gatewayValidator) placed(ctx context.Context, gw *gwv1.Gateway, fragments []v1alpha1.ListenerFragment) ([]v1alpha1.ListenerFragment, error) {
+	view := newView(v.cache)
+	var out []v1alpha1.ListenerFragment
+	for _, lf := range fragments {
+		if !lf.DeletionTimestamp.IsZero() {
+			continue
+		}
+		labels, ok, err := view.namespaceLabels(ctx, lf.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		if allowed, _ := rules.NamespaceAllowed(gw, lf.Namespace, labels); ok && allowed {
+			out = append(out, lf)
+		}
+	}
+	return out, nil
 }

@@ -3,6 +3,7 @@ package webhook
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -42,17 +43,51 @@ func conflictError(i int, l gwv1.ListenerEntry, c *rules.Conflict, gateway, ns s
 // holding the Gateway's own listeners, and against the fragment's earlier
 // listeners: a fragment whose own listeners clash is denied too.
 func CheckAgainstBoard(lf *v1alpha1.ListenerFragment, gateway string, own *rules.Board) field.ErrorList {
-	b := own.Clone()
+	return checkListeners(lf, gateway, own, nil)
+}
+
+// checkListeners is CheckAgainstBoard for an update, where kept marks the
+// listeners whose tuple the stored fragment already had (see
+// keptListeners): those are checked against the fragment's own earlier
+// listeners only. A Gateway change or a fragment of an opted-out namespace
+// may have taken such a tuple since; the merger reports that listener
+// Conflicted, and the fragment's other listeners stay editable.
+func checkListeners(lf *v1alpha1.ListenerFragment, gateway string, others *rules.Board, kept []bool) field.ErrorList {
+	all, mine := others.Clone(), rules.NewBoard()
 	var errs field.ErrorList
 	for i, l := range lf.Spec.Listeners {
 		e := entryOf(l)
-		if c := b.Conflict(e); c != nil {
+		against := all
+		if i < len(kept) && kept[i] {
+			against = mine
+		}
+		if c := against.Conflict(e); c != nil {
 			errs = append(errs, conflictError(i, l, c, gateway, lf.Namespace))
 			continue
 		}
-		b.Take(l.Name, rules.Holder{Namespace: lf.Namespace, Fragment: lf.Name, Listener: l.Name, Entry: e})
+		h := rules.Holder{Namespace: lf.Namespace, Fragment: lf.Name, Listener: l.Name, Entry: e}
+		all.Take(l.Name, h)
+		mine.Take(l.Name, h)
 	}
 	return errs
+}
+
+// keptListeners marks the listeners of lf, the new spec of an update, whose
+// tuple old, the stored spec, already held on the same Gateway. On a create
+// (old is nil) or a move to another Gateway none is kept.
+func keptListeners(old, lf *v1alpha1.ListenerFragment) []bool {
+	kept := make([]bool, len(lf.Spec.Listeners))
+	if old == nil || rules.ParentOf(old) != rules.ParentOf(lf) {
+		return kept
+	}
+	had := sets.New[rules.Tuple]()
+	for _, l := range old.Spec.Listeners {
+		had.Insert(entryOf(l).Tuple())
+	}
+	for i, l := range lf.Spec.Listeners {
+		kept[i] = had.Has(entryOf(l).Tuple())
+	}
+	return kept
 }
 
 // CheckAllowedListeners checks that the Gateway's spec.allowedListeners

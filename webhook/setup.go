@@ -3,10 +3,16 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"slices"
+	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -17,12 +23,14 @@ import (
 type Options struct {
 	// ClaimsNamespace holds the claims; only gatefold may write there.
 	ClaimsNamespace string
-	// ClaimGrace is how long a replica must have seen a claim unchanged
-	// before it releases, or takes over, a claim no fragment wants; longer
-	// than any admission request can be in flight.
+	// ClaimGrace is how long a replica must have judged a claim unwanted by
+	// its holder, at one version, before it releases or takes it over;
+	// longer than the slowest admission chain (validating webhooks run in
+	// parallel, each up to its timeout) plus cache lag.
 	ClaimGrace time.Duration
 	// CollectPeriod is how often the leader releases claims no fragment
-	// wants and backfills claims stored fragments lack.
+	// wants and backfills claims stored fragments lack; shorter than
+	// ClaimGrace, or a claim is never judged unwanted without a break.
 	CollectPeriod time.Duration
 }
 
@@ -46,7 +54,20 @@ type Options struct {
 // rules.IndexFragmentParents must have been registered. The webhooks read the
 // informer cache itself, not the client: they must not wait for the merger's
 // writes to reach the cache, which they do not need to see.
+//
+// Setup also creates the informers the webhooks read, so that the cache
+// starts them on every replica, leader or not, instead of the first
+// admission request building them within its timeout; and it adds the
+// readiness check "informers", which fails until they have synced: the
+// manager starts the webhook server before the caches.
 func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
+	informers, err := webhookInformers(mgr.GetCache())
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("informers", informersSynced(informers)); err != nil {
+		return nil, fmt.Errorf("adding the informers' readiness check: %w", err)
+	}
 	// Claims are written uncached: the manager's cached client would start a
 	// cluster-wide Lease informer, which gatefold's RBAC rightly forbids (it
 	// may use Leases in the claims namespace only).
@@ -74,9 +95,50 @@ func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 		Complete(); err != nil {
 		return nil, err
 	}
-	err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		claims.Run(ctx, opts.CollectPeriod)
 		return nil
 	}))
 	return claims, err
+}
+
+// webhookInformers gets from the cache, creating them, the informers of what
+// the webhooks read: Gateways, namespaces as metadata, ReferenceGrants and
+// ListenerFragments. Before the cache starts this only registers them; the
+// cache starts them with itself.
+func webhookInformers(c cache.Informers) (map[string]cache.Informer, error) {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(namespaceGVK)
+	informers := map[string]cache.Informer{}
+	for name, obj := range map[string]client.Object{
+		"Gateways":          &gwv1.Gateway{},
+		"namespaces":        ns,
+		"ReferenceGrants":   &gwv1.ReferenceGrant{},
+		"ListenerFragments": &v1alpha1.ListenerFragment{},
+	} {
+		i, err := c.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
+		if err != nil {
+			return nil, fmt.Errorf("creating the informer of %s: %w", name, err)
+		}
+		informers[name] = i
+	}
+	return informers, nil
+}
+
+// informersSynced is a readiness check that fails until every informer has
+// synced, naming those that have not.
+func informersSynced(informers map[string]cache.Informer) healthz.Checker {
+	return func(*http.Request) error {
+		var waiting []string
+		for name, i := range informers {
+			if !i.HasSynced() {
+				waiting = append(waiting, name)
+			}
+		}
+		if len(waiting) > 0 {
+			slices.Sort(waiting)
+			return fmt.Errorf("the informers of %s have not synced", strings.Join(waiting, ", "))
+		}
+		return nil
+	}
 }

@@ -7,14 +7,21 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
-// sightings is this replica's record of when it first saw each claim at its
-// current resourceVersion. A claim is settled once this replica has seen one
-// version of it, unchanged, for the grace period. client-go's leader
-// election judges a Lease the same way: a timestamp written by another
-// machine, compared with this one's clock, is only as good as the two clocks
-// agree, while a version and a local monotonic clock need no agreement. A
-// replica that has not watched a claim for the grace therefore never
-// releases it, and a write to a claim restarts every replica's watch.
+// sightings is this replica's record of how it judged each claim. A claim is
+// stale once this replica has judged it, at one resourceVersion, unwanted by
+// its holder for the grace period without a break: from the first time it
+// found it unwanted, through every judgment since, none more than a grace
+// apart. A claim judged wanted, written again, or not looked at for a grace
+// starts afresh, so a holder that is unwanted only for a moment (an
+// allowedListeners flap, a namespace relabelled and back, a Gateway deleted
+// and created again) keeps its claim.
+//
+// client-go's leader election judges a Lease the same way: a timestamp
+// written by another machine, compared with this one's clock, is only as
+// good as the two clocks agree, while a version and a local monotonic clock
+// need no agreement. A replica that has not watched a claim for the grace
+// therefore never releases it, and a write to a claim restarts every
+// replica's watch.
 type sightings struct {
 	mu    sync.Mutex
 	grace time.Duration
@@ -25,8 +32,12 @@ type sightings struct {
 }
 
 type sighting struct {
-	version     string
-	first, last time.Time
+	version string
+	// last is when the claim was last judged.
+	last time.Time
+	// unwanted is when this replica first judged the claim unwanted at
+	// this version since it last found it wanted; zero while it is wanted.
+	unwanted time.Time
 }
 
 // forgetAfter is how long a claim that is not read again stays recorded.
@@ -38,17 +49,24 @@ func newSightings(grace time.Duration, now func() time.Time) *sightings {
 	return &sightings{grace: grace, now: now, seen: map[string]sighting{}, pruned: now()}
 }
 
-// settled records that claim name was read at version, and says whether
-// this replica has seen it at that version for the grace period.
-func (s *sightings) settled(name, version string) bool {
+// stale records that claim name, read at version, was judged wanted or not
+// by its holder, and says whether this replica has judged it unwanted at
+// that version for the grace period.
+func (s *sightings) stale(name, version string, wanted bool) bool {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	si, ok := s.seen[name]
-	if !ok || si.version != version {
-		si = sighting{version: version, first: now}
+	if !ok || si.version != version || now.Sub(si.last) > s.grace {
+		si = sighting{version: version}
 	}
 	si.last = now
+	switch {
+	case wanted:
+		si.unwanted = time.Time{}
+	case si.unwanted.IsZero():
+		si.unwanted = now
+	}
 	s.seen[name] = si
 	if now.Sub(s.pruned) > time.Minute {
 		for n, o := range s.seen {
@@ -58,7 +76,7 @@ func (s *sightings) settled(name, version string) bool {
 		}
 		s.pruned = now
 	}
-	return now.Sub(si.first) >= s.grace
+	return !wanted && now.Sub(si.unwanted) >= s.grace
 }
 
 // keepOnly forgets every claim but those in names, after a list of every

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -28,17 +30,25 @@ type fragmentValidator struct {
 }
 
 func (v *fragmentValidator) ValidateCreate(ctx context.Context, lf *v1alpha1.ListenerFragment) (admission.Warnings, error) {
-	return v.validate(ctx, lf, true)
+	stored, err := v.nameStored(ctx, lf)
+	if err != nil || stored {
+		// A stored name: the API server answers AlreadyExists, whatever the
+		// spec, and nothing may be claimed for an object it never stores.
+		return nil, v.internal(ctx, lf, err)
+	}
+	return v.validate(ctx, nil, lf)
 }
 
 // ValidateUpdate checks only a changed spec: a route controller relabelling a
 // fragment that a later Gateway change made conflicted must not be blocked;
-// the merger reports that conflict instead.
+// the merger reports that conflict instead. For the same reason a changed
+// spec is checked against other holders only where it takes a tuple the
+// stored fragment did not have.
 func (v *fragmentValidator) ValidateUpdate(ctx context.Context, old, lf *v1alpha1.ListenerFragment) (admission.Warnings, error) {
 	if equality.Semantic.DeepEqual(old.Spec, lf.Spec) {
 		return nil, nil
 	}
-	return v.validate(ctx, lf, false)
+	return v.validate(ctx, old, lf)
 }
 
 // ValidateDelete allows every delete: the claims a deleted fragment held are
@@ -47,12 +57,34 @@ func (v *fragmentValidator) ValidateDelete(context.Context, *v1alpha1.ListenerFr
 	return nil, nil
 }
 
+// nameStored says whether a fragment of lf's namespace and name is stored and
+// not being deleted. The cache answers most creates, which are of new
+// names; a name it holds is read live, since the cache may still hold a
+// fragment deleted a moment ago whose name is being created again.
+func (v *fragmentValidator) nameStored(ctx context.Context, lf *v1alpha1.ListenerFragment) (bool, error) {
+	key := client.ObjectKeyFromObject(lf)
+	for _, r := range []client.Reader{v.cache, v.claims.Reader} {
+		stored := &v1alpha1.ListenerFragment{}
+		if err := r.Get(ctx, key, stored); err != nil {
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return false, fmt.Errorf("reading ListenerFragment %s: %w", key, err)
+		}
+		if !stored.DeletionTimestamp.IsZero() {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // validate checks everything a fragment needs that the cache can tell, then
 // claims its listeners: first reading only, so a denial writes nothing, then
-// writing. A fragment of a Gateway that does not exist, or does not admit
-// its namespace, claims nothing; the collector backfills its claims once the
+// writing. old is the stored fragment of an update, nil for a create. A
+// fragment of a Gateway that does not exist, or does not admit its
+// namespace, claims nothing; the collector backfills its claims once the
 // Gateway admits it.
-func (v *fragmentValidator) validate(ctx context.Context, lf *v1alpha1.ListenerFragment, create bool) (admission.Warnings, error) {
+func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.ListenerFragment) (admission.Warnings, error) {
 	if !lf.DeletionTimestamp.IsZero() {
 		return nil, nil
 	}
@@ -62,49 +94,97 @@ func (v *fragmentValidator) validate(ctx context.Context, lf *v1alpha1.ListenerF
 	view := newView(v.cache)
 	gw, err := view.gateway(ctx, gwKey)
 	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return nil, v.internal(ctx, lf, err)
 	}
-	own := rules.NewBoard()
+	req := newClaimRequest(lf, old == nil)
+	req.kept = keptListeners(old, lf)
+	base := rules.NewBoard()
 	if gw == nil {
 		warnings = append(warnings, fmt.Sprintf("Gateway %s does not exist yet: the listeners are claimed and folded once it is created", gwKey))
 	} else {
 		labels, _, err := view.namespaceLabels(ctx, lf.Namespace)
 		if err != nil {
-			return nil, apierrors.NewInternalError(err)
+			return nil, v.internal(ctx, lf, err)
 		}
 		errs = append(errs, CheckAllowedListeners(lf, gw, labels)...)
-		fragments, err := fragmentsOf(ctx, v.cache, gw)
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
+		if base, err = v.storedBoard(ctx, view, gw, lf); err != nil {
+			return nil, v.internal(ctx, lf, err)
 		}
-		own = rules.OwnBoard(rules.OwnListeners(gw, rules.ManagedListeners(gw), fragments))
 	}
 	grants, err := v.grantsFor(ctx, lf)
 	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return nil, v.internal(ctx, lf, err)
 	}
 	errs = append(errs, CheckCertificateRefs(lf, grants)...)
 	if gw == nil || len(errs) > 0 {
-		return warnings, invalid(lf, append(errs, CheckAgainstBoard(lf, gwKey.String(), own)...))
+		return warnings, invalid(lf, append(errs, checkListeners(lf, gwKey.String(), base, req.kept)...))
 	}
 
-	plan, errs, err := v.claims.check(ctx, newClaimRequest(lf, create), own)
+	plan, errs, err := v.claims.check(ctx, req, base)
 	if err != nil {
-		return warnings, apierrors.NewInternalError(err)
+		return warnings, v.internal(ctx, lf, err)
 	}
 	if len(errs) > 0 {
 		return warnings, invalid(lf, errs)
 	}
-	if req, err := admission.RequestFromContext(ctx); err == nil && ptr.Deref(req.DryRun, false) {
+	if ar, err := admission.RequestFromContext(ctx); err == nil && ptr.Deref(ar.DryRun, false) {
 		return warnings, nil
 	}
 	if errs, err = v.claims.acquire(ctx, plan); err != nil {
 		if apierrors.IsConflict(err) {
 			return warnings, err
 		}
-		return warnings, apierrors.NewInternalError(err)
+		return warnings, v.internal(ctx, lf, err)
 	}
 	return warnings, invalid(lf, errs)
+}
+
+// storedBoard returns a board of what the request is checked against besides
+// claims: the Gateway's own listeners, then, in precedence order, the
+// listeners of the Gateway's other stored fragments that the fold would
+// place (not being deleted, of a namespace the Gateway admits). A stored
+// fragment may hold no claim (its Gateway was created after it, its
+// namespace opted out of admission or back in, gatefold was installed after
+// it) until the collector's next round; it precedes any create, and on an
+// update protecting it is the safe answer. Claims stay what makes the
+// decision race-free.
+func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv1.Gateway, lf *v1alpha1.ListenerFragment) (*rules.Board, error) {
+	fragments, err := fragmentsOf(ctx, v.cache, gw)
+	if err != nil {
+		return nil, err
+	}
+	b := rules.OwnBoard(rules.OwnListeners(gw, rules.ManagedListeners(gw), fragments))
+	slices.SortFunc(fragments, rules.Precedence)
+	for _, f := range fragments {
+		if (f.Namespace == lf.Namespace && f.Name == lf.Name) || !f.DeletionTimestamp.IsZero() {
+			continue
+		}
+		labels, ok, err := view.namespaceLabels(ctx, f.Namespace)
+		if err != nil {
+			// Another tenant's namespace: the requester is not told which.
+			logf.FromContext(ctx).Error(err, "Reading the namespace of a stored ListenerFragment", "fragment", klog.KObj(&f))
+			return nil, fmt.Errorf("reading the namespaces of the ListenerFragments of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
+		}
+		if allowed, _ := rules.NamespaceAllowed(gw, f.Namespace, labels); !ok || !allowed {
+			continue
+		}
+		for _, l := range f.Spec.Listeners {
+			b.Take(v1alpha1.ListenerName(f.Namespace, f.Name, l.Name), rules.Holder{Namespace: f.Namespace, Fragment: f.Name, Listener: l.Name, Entry: entryOf(l)})
+		}
+	}
+	return b, nil
+}
+
+// internal is the error for a request admission could not decide, nil for
+// a nil err. It is logged, so that an operator sees a request refused inside
+// admission (a missing right shows there as Forbidden); its message names
+// nothing of another tenant's.
+func (v *fragmentValidator) internal(ctx context.Context, lf *v1alpha1.ListenerFragment, err error) error {
+	if err == nil {
+		return nil
+	}
+	logf.FromContext(ctx).Error(err, "Refusing a ListenerFragment admission request: it could not be decided", "fragment", klog.KObj(lf))
+	return apierrors.NewInternalError(err)
 }
 
 // invalid is the error kubectl prints for errs, nil when there are none.

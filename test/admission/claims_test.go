@@ -100,6 +100,44 @@ func TestGatewayCreatedAfterItsFragmentsGetsThemClaimed(t *testing.T) {
 	wantDenied(t, err, `Duplicate value: "early.example.com"`, `by listener "https" (HTTPS) of ListenerFragment a-first`)
 }
 
+// TestDuplicateOfAFragmentStoredBeforeItsGatewayIsDenied creates a duplicate
+// right after the Gateway, before the collector's backfill can have claimed
+// the stored fragment's tuple: admission reads the stored fragment itself.
+// Without that the duplicate took the claim, and claims and the fold
+// disagreed for good.
+func TestDuplicateOfAFragmentStoredBeforeItsGatewayIsDenied(t *testing.T) {
+	for round := range 3 {
+		ns := newNamespace(t, nil)
+		l := https("https", fmt.Sprintf("first-%d.example.com", round))
+		first := newFragment(ns, "a-first", notYet(ns), l)
+		mustCreate(t, first)
+		waitCached(t, first)
+		newGateway(t, ns, gwv1.NamespacesFromSame)
+		err := env.Client.Create(context.Background(), newFragment(ns, "c-third", notYet(ns), l))
+		wantDenied(t, err, fmt.Sprintf(`Duplicate value: %q`, *l.Hostname), `by listener "https" (HTTPS) of ListenerFragment a-first`)
+	}
+}
+
+// TestDuplicateOfAFragmentOfAnOptedOutNamespaceIsDenied: a fragment stored
+// while admission was off for its namespace holds no claim, and the
+// collector gives it none while the namespace stays opted out; the fold
+// still places it, so a duplicate from another namespace is denied.
+func TestDuplicateOfAFragmentOfAnOptedOutNamespaceIsDenied(t *testing.T) {
+	infra := newNamespace(t, nil)
+	quiet := newNamespace(t, map[string]string{webhook.AdmissionLabel: webhook.AdmissionDisabled})
+	shop := newNamespace(t, nil)
+	gw := newGateway(t, infra, gwv1.NamespacesFromAll)
+	l := https("https", "quiet.example.com")
+	repair := newFragment(quiet, "repair", gw, l)
+	mustCreate(t, repair)
+	waitCached(t, repair)
+	err := env.Client.Create(context.Background(), newFragment(shop, "copy", gw, l))
+	wantDenied(t, err, `Duplicate value: "quiet.example.com"`, "by a listener (HTTPS) of a ListenerFragment in another namespace")
+	if strings.Contains(err.Error(), quiet) {
+		t.Errorf("The denial names namespace %s: %v", quiet, err)
+	}
+}
+
 // notYet is the Gateway ns/shared before it exists.
 func notYet(ns string) *gwv1.Gateway {
 	return &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared"}}
@@ -128,20 +166,62 @@ func TestNamespaceOptedBackInHasItsFragmentsClaimed(t *testing.T) {
 	wantDenied(t, err, `Duplicate value: "repaired.example.com"`, `by listener "https" (HTTPS) of ListenerFragment repaired`)
 }
 
-func TestFragmentTheGatewayNoLongerAdmitsStopsHoldingItsTuples(t *testing.T) {
-	infra := newNamespace(t, nil)
+// claimedOnSharedGateway creates fragment shop/app taking host on Gateway
+// infra/shared, which admits every namespace, and waits for its claim.
+func claimedOnSharedGateway(t *testing.T, host string) (infra string, gw *gwv1.Gateway, l gwv1.ListenerEntry) {
+	t.Helper()
+	infra = newNamespace(t, nil)
 	shop := newNamespace(t, nil)
-	gw := newGateway(t, infra, gwv1.NamespacesFromAll)
-	l := https("https", "admitted.example.com")
+	gw = newGateway(t, infra, gwv1.NamespacesFromAll)
+	l = https("https", host)
 	mustCreate(t, newFragment(shop, "app", gw, l))
 	waitClaim(t, infra, gw.Name, l, shop+"/app")
+	return infra, gw, l
+}
 
-	gw.Spec.AllowedListeners.Namespaces.From = ptr.To(gwv1.NamespacesFromSame)
+// setAllowedFrom sets which namespaces Gateway gw admits.
+func setAllowedFrom(t *testing.T, gw *gwv1.Gateway, from gwv1.FromNamespaces) {
+	t.Helper()
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(gw), gw); err != nil {
+		t.Fatal(err)
+	}
+	gw.Spec.AllowedListeners.Namespaces.From = ptr.To(from)
 	if err := env.Client.Update(context.Background(), gw); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestFragmentTheGatewayNoLongerAdmitsStopsHoldingItsTuples(t *testing.T) {
+	infra, gw, l := claimedOnSharedGateway(t, "admitted.example.com")
+	setAllowedFrom(t, gw, gwv1.NamespacesFromSame)
 	waitClaim(t, infra, gw.Name, l, "")
 	mustCreate(t, newFragment(infra, "own-team", gw, l))
+}
+
+// TestFlapOfAllowedListenersKeepsTheClaim: a Gateway that stops admitting a
+// fragment's namespace for a moment, shorter than the grace, leaves its old
+// claim where it is; the collector used to release it at once.
+func TestFlapOfAllowedListenersKeepsTheClaim(t *testing.T) {
+	infra, gw, l := claimedOnSharedGateway(t, "flap.example.com")
+	claim := claimOf(t, infra, gw.Name, l)
+	// An old claim: the replicas have judged it wanted for the grace.
+	time.Sleep(claimGrace + time.Second)
+
+	setAllowedFrom(t, gw, gwv1.NamespacesFromSame)
+	flapped := time.Now()
+	// Several collection periods (1s), well inside the grace.
+	time.Sleep(claimGrace / 2)
+	setAllowedFrom(t, gw, gwv1.NamespacesFromAll)
+	t.Logf("The Gateway admitted only its own namespace for %v", time.Since(flapped).Round(10*time.Millisecond))
+	deadline := time.Now().Add(claimGrace + 2*time.Second)
+	for time.Now().Before(deadline) {
+		if now := claimOf(t, infra, gw.Name, l); now == nil || now.UID != claim.UID {
+			t.Fatalf("%v after the flap began the claim is %v, want the one held before (%s)", time.Since(flapped).Round(10*time.Millisecond), now, claim.UID)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	err := env.Client.Create(context.Background(), newFragment(infra, "own-team", gw, l))
+	wantDenied(t, err, `Duplicate value: "flap.example.com"`)
 }
 
 func TestCreateOfAnExistingNameAnswersAlreadyExists(t *testing.T) {
@@ -150,11 +230,17 @@ func TestCreateOfAnExistingNameAnswersAlreadyExists(t *testing.T) {
 	l := https("https", "once.example.com")
 	lf := newFragment(ns, "once", gw, l)
 	mustCreate(t, lf)
+	taken := https("https", "taken.example.com")
+	mustCreate(t, newFragment(ns, "other", gw, taken))
+	fresh := https("fresh", "fresh.example.com")
+	waitCached(t, lf)
 	holder := holderOf(claimOf(t, ns, gw.Name, l))
 
 	for name, again := range map[string]*v1alpha1.ListenerFragment{
-		"the same spec":    newFragment(ns, "once", gw, l),
-		"another listener": newFragment(ns, "once", gw, l, https("more", "more.example.com")),
+		"the same spec":                  newFragment(ns, "once", gw, l),
+		"another listener":               newFragment(ns, "once", gw, l, https("more", "more.example.com")),
+		"only a new tuple":               newFragment(ns, "once", gw, fresh),
+		"a tuple another fragment holds": newFragment(ns, "once", gw, taken),
 	} {
 		if err := env.Client.Create(context.Background(), again); !apierrors.IsAlreadyExists(err) {
 			t.Errorf("Create again with %s: got %v, want AlreadyExists", name, err)
@@ -162,6 +248,11 @@ func TestCreateOfAnExistingNameAnswersAlreadyExists(t *testing.T) {
 	}
 	if got := holderOf(claimOf(t, ns, gw.Name, l)); got != holder || !strings.HasSuffix(got, "/"+string(lf.UID)) {
 		t.Errorf("The claim moved from %q to %q", holder, got)
+	}
+	for _, l := range []gwv1.ListenerEntry{fresh, https("more", "more.example.com")} {
+		if c := claimOf(t, ns, gw.Name, l); c != nil {
+			t.Errorf("A create of a stored name claimed %s for an object never stored: %s held by %q", *l.Hostname, c.Name, holderOf(c))
+		}
 	}
 }
 

@@ -100,23 +100,34 @@ func TestGatewayShadowingAFragmentGetsAWarning(t *testing.T) {
 	}
 }
 
-func TestMetadataUpdateOfAShadowedFragmentIsAllowed(t *testing.T) {
+// TestUpdateOfAShadowedFragmentIsAllowed: a Gateway change made one of a
+// fragment's listeners conflicted. The fragment's owner can still relabel it
+// and change its other listeners (rotate a Secret): only a tuple the stored
+// fragment did not have is checked again, and the merger reports the
+// shadowed listener Conflicted.
+func TestUpdateOfAShadowedFragmentIsAllowed(t *testing.T) {
 	ns := newNamespace(t, nil)
 	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
-	app := newFragment(ns, "app", gw, https("https", "late.example.com"))
+	app := newFragment(ns, "app", gw, https("https", "late.example.com"), https("other", "other.example.com"))
 	mustCreate(t, app)
-	gw.Spec.Listeners = append(gw.Spec.Listeners, gatewayHTTPS("main", "late.example.com"))
+	gw.Spec.Listeners = append(gw.Spec.Listeners, gatewayHTTPS("main", "late.example.com"), gatewayHTTPS("second", "second.example.com"))
 	if err := env.Client.Update(context.Background(), gw); err != nil {
 		t.Fatal(err)
 	}
-	waitCachedListeners(t, gw, 2)
+	waitCachedListeners(t, gw, 3)
 
 	app.Labels = map[string]string{"route": "app"}
 	if err := env.Client.Update(context.Background(), app); err != nil {
 		t.Errorf("Relabelling a fragment whose listener the Gateway now shadows: %v", err)
 	}
-	app.Spec.Listeners[0].Port = 8443
-	app.Spec.Listeners = append(app.Spec.Listeners, https("again", "late.example.com"))
+	app.Spec.Listeners[1].TLS.CertificateRefs[0].Name = "cert-2"
+	if err := env.Client.Update(context.Background(), app); err != nil {
+		t.Errorf("Rotating the Secret of a listener the Gateway does not shadow: %v", err)
+	}
+	app.Spec.Listeners = append(app.Spec.Listeners, https("again", "second.example.com"))
 	err := env.Client.Update(context.Background(), app)
-	wantDenied(t, err, `spec.listeners[1].hostname: Duplicate value: "late.example.com"`, `by the Gateway's own listener "main"`)
+	wantDenied(t, err, `spec.listeners[2].hostname: Duplicate value: "second.example.com"`, `by the Gateway's own listener "second"`)
+	if strings.Contains(err.Error(), "spec.listeners[0]") {
+		t.Errorf("The update was denied for the shadowed listener it did not change: %v", err)
+	}
 }

@@ -36,7 +36,7 @@ const (
 	claimsNamespace = "gatefold-system"
 	replicas        = 2
 	// claimGrace is short so tests see a freed tuple reused quickly; in a
-	// cluster it is 30s, longer than any admission request.
+	// cluster it is 60s, longer than the slowest admission chain.
 	claimGrace = 3 * time.Second
 )
 
@@ -92,28 +92,8 @@ func run(m *testing.M) int {
 // startReplica runs one gatefold manager, as installed, with its webhook
 // server on a free port, and waits until it serves.
 func startReplica(ctx context.Context) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(env.WebhookHost(), "0"))
+	mgr, port, err := newReplica(ctx, nil)
 	if err != nil {
-		return 0, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	opts := manager.Options()
-	opts.Metrics = metricsserver.Options{BindAddress: "0"}
-	opts.LeaderElection = false
-	opts.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{
-		Host: env.WebhookHost(), Port: port, CertDir: env.WebhookCertDir(),
-	})
-	mgr, err := ctrl.NewManager(installed.Config, opts)
-	if err != nil {
-		return 0, err
-	}
-	if err := rules.IndexFragmentParents(ctx, mgr.GetFieldIndexer()); err != nil {
-		return 0, err
-	}
-	if _, err := webhook.Setup(mgr, webhook.Options{
-		ClaimsNamespace: claimsNamespace, ClaimGrace: claimGrace, CollectPeriod: time.Second,
-	}); err != nil {
 		return 0, err
 	}
 	caches = append(caches, mgr.GetCache())
@@ -130,6 +110,48 @@ func startReplica(ctx context.Context) (int, error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return port, nil
+}
+
+// newReplica builds, without starting it, one gatefold manager as
+// installed, its webhook server on a free port and its options changed by
+// tweak (when not nil).
+func newReplica(ctx context.Context, tweak func(*ctrl.Options)) (ctrl.Manager, int, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, 0, err
+	}
+	opts := manager.Options()
+	opts.Metrics = metricsserver.Options{BindAddress: "0"}
+	opts.LeaderElection = false
+	opts.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{
+		Host: env.WebhookHost(), Port: port, CertDir: env.WebhookCertDir(),
+	})
+	if tweak != nil {
+		tweak(&opts)
+	}
+	mgr, err := ctrl.NewManager(installed.Config, opts)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := rules.IndexFragmentParents(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, 0, err
+	}
+	if _, err := webhook.Setup(mgr, webhook.Options{
+		ClaimsNamespace: claimsNamespace, ClaimGrace: claimGrace, CollectPeriod: time.Second,
+	}); err != nil {
+		return nil, 0, err
+	}
+	return mgr, port, nil
+}
+
+// freePort returns a port on the webhook host that nothing listens on.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(env.WebhookHost(), "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // roundRobin serves addr over TLS with the certificate the API server trusts
