@@ -37,8 +37,7 @@ func FuzzAdmissionAndFoldAgree(f *testing.F) {
 			}
 			admitted = append(admitted, *lf)
 			for _, l := range lf.Spec.Listeners {
-				claimed.Take(v1alpha1.ListenerName(lf.Namespace, lf.Name, l.Name),
-					rules.Holder{Namespace: lf.Namespace, Fragment: lf.Name, Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)})
+				claimed.Take(rules.Holder{Namespace: lf.Namespace, Fragment: lf.Name, Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)})
 			}
 		}
 		in.Fragments = admitted

@@ -142,7 +142,7 @@ func (b *board) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Re
 			outcomes[i].Reason, outcomes[i].Message = gwv1.ListenerEntryConditionReason(c.Reason), c.Message(entry, b.gateway, lf.Namespace)
 			continue
 		}
-		local.Take(l.Name, rules.Holder{Namespace: lf.Namespace, Fragment: lf.Name, Listener: e.Name, Entry: entry})
+		local.Take(rules.Holder{Namespace: lf.Namespace, Fragment: lf.Name, Listener: e.Name, Entry: entry})
 		folded = append(folded, l)
 		foldedIdx = append(foldedIdx, i)
 	}

@@ -4,7 +4,6 @@ import (
 	"maps"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/util/sets"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -13,7 +12,6 @@ import (
 // checks a fragment against the board of the Gateway's own listeners; the
 // fold fills it in precedence order. Both ask the same question of it.
 type Board struct {
-	names  sets.Set[gwv1.SectionName]
 	tuples map[Tuple]Holder
 	// ports holds, per port, the first holder of each group there.
 	ports map[gwv1.PortNumber][]Holder
@@ -22,7 +20,7 @@ type Board struct {
 
 // NewBoard returns an empty board.
 func NewBoard() *Board {
-	return &Board{names: sets.New[gwv1.SectionName](), tuples: map[Tuple]Holder{}, ports: map[gwv1.PortNumber][]Holder{}}
+	return &Board{tuples: map[Tuple]Holder{}, ports: map[gwv1.PortNumber][]Holder{}}
 }
 
 // Clone returns a board that can be filled without changing b.
@@ -31,7 +29,7 @@ func (b *Board) Clone() *Board {
 	for p, hs := range b.ports {
 		ports[p] = slices.Clone(hs)
 	}
-	return &Board{names: b.names.Clone(), tuples: maps.Clone(b.tuples), ports: ports, count: b.count}
+	return &Board{tuples: maps.Clone(b.tuples), ports: ports, count: b.count}
 }
 
 // Len is how many listeners the board holds.
@@ -39,8 +37,7 @@ func (b *Board) Len() int { return b.count }
 
 // Take puts a listener on the board, whether or not it conflicts: a
 // Gateway's own listeners are there regardless.
-func (b *Board) Take(name gwv1.SectionName, h Holder) {
-	b.names.Insert(name)
+func (b *Board) Take(h Holder) {
 	t := h.Entry.Tuple()
 	if _, taken := b.tuples[t]; !taken {
 		b.tuples[t] = h

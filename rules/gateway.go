@@ -69,7 +69,7 @@ func OwnListeners(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], fragment
 func OwnBoard(own []gwv1.Listener) *Board {
 	b := NewBoard()
 	for _, l := range own {
-		b.Take(l.Name, Holder{Listener: l.Name, Entry: EntryOf(l.Port, l.Protocol, l.Hostname)})
+		b.Take(Holder{Listener: l.Name, Entry: EntryOf(l.Port, l.Protocol, l.Hostname)})
 	}
 	return b
 }

@@ -62,7 +62,7 @@ func TestConflictOf(t *testing.T) {
 					t.Errorf("ConflictOf(%s, held %s) = %q, want %q", pair[0], pair[1], got, tc.want)
 				}
 				b := NewBoard()
-				b.Take("held", Holder{Listener: "held", Entry: pair[1]})
+				b.Take(Holder{Listener: "held", Entry: pair[1]})
 				if c := b.Conflict(pair[0]); (c != nil) != (tc.want != "") {
 					t.Errorf("Board.Conflict(%s) with %s taken = %v, want a conflict: %v", pair[0], pair[1], c, tc.want != "")
 				}

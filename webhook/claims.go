@@ -97,10 +97,6 @@ func (h Holder) rules() rules.Holder {
 	return rules.Holder{Namespace: h.Namespace, Fragment: h.Name, Listener: gwv1.SectionName(h.Listener), Entry: h.Entry}
 }
 
-func (h Holder) sectionName() gwv1.SectionName {
-	return v1alpha1.ListenerName(h.Namespace, h.Name, gwv1.SectionName(h.Listener))
-}
-
 // ClaimStore takes, checks, releases and backfills claims. Every replica's
 // webhook uses it; the leader also runs its collector (Run).
 type ClaimStore struct {
@@ -334,7 +330,7 @@ func (s *ClaimStore) board(ctx context.Context, v *view, req *claimRequest, clai
 			return nil, err
 		}
 		if live {
-			b.Take(v1alpha1.ListenerName(rh.Namespace, rh.Fragment, rh.Listener), rh)
+			b.Take(rh)
 		}
 	}
 	return b, nil

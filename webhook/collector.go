@@ -135,7 +135,7 @@ func (s *ClaimStore) backfill(ctx context.Context, v *view, kept []*held) (int, 
 		b := rules.OwnBoard(rules.OwnListeners(gw, rules.ManagedListeners(gw), mates))
 		for _, h := range kept {
 			if h.decoded && h.claim.Gateway == key {
-				b.Take(h.holder.sectionName(), h.holder.rules())
+				b.Take(h.holder.rules())
 			}
 		}
 		boards[key] = b
@@ -176,7 +176,7 @@ func (s *ClaimStore) backfill(ctx context.Context, v *view, kept []*held) (int, 
 				log.V(1).Info("Backfilled a claim", "claim", c.Name(), "fragment", klog.KObj(lf), "listener", h.Listener)
 			}
 			claimed.Insert(c.Name())
-			b.Take(h.sectionName(), h.rules())
+			b.Take(h.rules())
 		}
 	}
 	return n, errors.Join(errs...)

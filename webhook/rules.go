@@ -66,8 +66,8 @@ func checkListeners(lf *v1alpha1.ListenerFragment, gateway string, others *rules
 			continue
 		}
 		h := rules.Holder{Namespace: lf.Namespace, Fragment: lf.Name, Listener: l.Name, Entry: e}
-		all.Take(l.Name, h)
-		mine.Take(l.Name, h)
+		all.Take(h)
+		mine.Take(h)
 	}
 	return errs
 }

@@ -169,7 +169,7 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv
 			continue
 		}
 		for _, l := range f.Spec.Listeners {
-			b.Take(v1alpha1.ListenerName(f.Namespace, f.Name, l.Name), rules.Holder{Namespace: f.Namespace, Fragment: f.Name, Listener: l.Name, Entry: entryOf(l)})
+			b.Take(rules.Holder{Namespace: f.Namespace, Fragment: f.Name, Listener: l.Name, Entry: entryOf(l)})
 		}
 	}
 	return b, nil
