@@ -187,16 +187,30 @@ func (s *ClaimStore) read(l *coordinationv1.Lease) *held {
 	return h
 }
 
-// list reads the claims on Gateway gw, or every claim when gw is nil.
-func (s *ClaimStore) list(ctx context.Context, gw *types.NamespacedName) ([]*held, error) {
+// list reads the claims on Gateway gw, or every claim when gw is nil: with
+// notOlderThan "", the latest (a consistent read); with "0", any recent
+// version the API server's watch cache holds; with the version of this
+// request's last claim write, at least every claim written before it, which
+// is all race-freedom needs. The API server answers the last two from its
+// watch cache at once, where a consistent read waits for the cache's next
+// progress notification after other writes (about 85 ms each).
+func (s *ClaimStore) list(ctx context.Context, gw *types.NamespacedName, notOlderThan string) ([]*held, error) {
 	labels := client.MatchingLabels{claimLabel: listenerClaim}
 	what := "claims"
 	if gw != nil {
 		labels[claimGatewayLabel] = gatewayLabel(*gw)
 		what = "claims on Gateway " + gw.String()
 	}
+	opts := []client.ListOption{client.InNamespace(s.Namespace), labels}
+	switch notOlderThan {
+	case "":
+	case "0":
+		opts = append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}})
+	default:
+		opts = append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: notOlderThan, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}})
+	}
 	list := &coordinationv1.LeaseList{}
-	if err := s.Reader.List(ctx, list, client.InNamespace(s.Namespace), labels); err != nil {
+	if err := s.Reader.List(ctx, list, opts...); err != nil {
 		return nil, fmt.Errorf("listing %s: %w", what, err)
 	}
 	out := make([]*held, len(list.Items))
@@ -342,7 +356,8 @@ func (s *ClaimStore) board(ctx context.Context, v *view, req *claimRequest, clai
 // the live claims of other fragments. It returns the field errors of the
 // listeners that cannot be claimed, or the plan to acquire.
 func (s *ClaimStore) check(ctx context.Context, req *claimRequest, base *rules.Board) (*claimPlan, field.ErrorList, error) {
-	claims, err := s.list(ctx, &req.gateway)
+	// Any recent version will do: the writes and the list after them decide.
+	claims, err := s.list(ctx, &req.gateway, "0")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -415,6 +430,7 @@ func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList
 	}
 	v := newView(s.Cache)
 	var mine []written
+	lastWrite := ""
 	release := func() {
 		for _, w := range mine {
 			if _, err := s.release(ctx, w.name, w.version); err != nil {
@@ -442,11 +458,13 @@ func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList
 			// The name turned out to be stored: AlreadyExists follows.
 			release()
 			return nil, nil
-		case w.releasable:
+		}
+		lastWrite = w.version
+		if w.releasable {
 			mine = append(mine, *w)
 		}
 	}
-	claims, err := s.list(ctx, &req.gateway)
+	claims, err := s.list(ctx, &req.gateway, lastWrite)
 	if err == nil {
 		var b *rules.Board
 		if b, err = s.board(ctx, v, req, claims, nil); err == nil {

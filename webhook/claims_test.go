@@ -677,7 +677,7 @@ func TestCollectorLabelsClaimsAnEarlierVersionWrote(t *testing.T) {
 		t.Fatal(err)
 	}
 	onGateway := func() int {
-		claims, err := s.claims.list(context.Background(), &shared)
+		claims, err := s.claims.list(context.Background(), &shared, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -49,7 +49,7 @@ type Collected struct {
 // so a later duplicate is denied.
 func (s *ClaimStore) Collect(ctx context.Context) (Collected, error) {
 	var done Collected
-	claims, err := s.list(ctx, nil)
+	claims, err := s.list(ctx, nil, "")
 	if err != nil {
 		return done, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,8 +71,14 @@ func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 	}
 	// Claims are written uncached: the manager's cached client would start a
 	// cluster-wide Lease informer, which gatefold's RBAC rightly forbids (it
-	// may use Leases in the claims namespace only).
-	claimClient, claimErr := client.New(mgr.GetConfig(), client.Options{
+	// may use Leases in the claims namespace only). Nor are they throttled on
+	// this side: an admission request waits on each claim read and write, and
+	// the manager's client-side limit (20 requests a second) made every create
+	// past a short burst wait for it; the API server's priority and fairness
+	// still limits them.
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
+	claimClient, claimErr := client.New(cfg, client.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
 	})
 	if claimErr != nil {
@@ -79,7 +86,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 	}
 	claims := &ClaimStore{
 		Client:    claimClient,
-		Reader:    mgr.GetAPIReader(),
+		Reader:    claimClient,
 		Cache:     mgr.GetCache(),
 		Namespace: opts.ClaimsNamespace,
 		Grace:     opts.ClaimGrace,
