@@ -58,11 +58,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.FromContext(ctx).V(1).Info("Gateway changed while folding, folding again", "gateway", req.NamespacedName)
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	case errors.As(foldErr, &gatewayRefused):
-		// Statuses still say what happened; the fold is retried with backoff.
+		// Statuses still say what happened; the Gateway's owner has the
+		// event, and the fold is tried again when the refusal expires.
 	case foldErr != nil:
 		return ctrl.Result{}, foldErr
 	}
-	errs := []error{foldErr}
+	var errs []error
 	changed := false
 	for i := range in.Fragments {
 		lf := &in.Fragments[i]
@@ -74,8 +75,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		case err != nil:
 			errs = append(errs, err)
 		}
-		if r.ManageReferenceGrants {
-			if err := r.applyGrant(ctx, lf, in.Gateway, res.Outcomes); err != nil {
+		// After a refused apply the Gateway still carries the listeners it
+		// had: their grants must stay as they are.
+		if r.ManageReferenceGrants && gatewayRefused == nil {
+			switch err := r.applyGrant(ctx, lf, in.Gateway, res.Outcomes); {
+			case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+				changed = true
+			case err != nil:
 				errs = append(errs, err)
 			}
 		}

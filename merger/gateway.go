@@ -27,13 +27,20 @@ import (
 // fragments it refuses, reports them, and applies the rest: one refused
 // fragment never freezes the others. Each round leaves out at least one more
 // fragment, so it ends. A refusal no fragment causes returns a
-// *gatewayRefusedError with statuses that say so.
+// *gatewayRefusedError with statuses that say so, and is remembered while
+// the Gateway's spec and its fragments stay as they were.
 func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *Input) (Result, error) {
 	foldsTotal.Inc()
 	in.Rejected = r.refusals.recall(key, in.Fragments, time.Now())
 	var res Result
 	defer func() { recordListeners(key, in.Gateway, res) }()
 	gw := in.Gateway
+	if gw != nil {
+		if err := r.refusals.recallOwner(key, gw.Generation, in.Fragments, time.Now()); err != nil {
+			res = refusedByGateway(in, err)
+			return res, &gatewayRefusedError{gateway: key, err: err}
+		}
+	}
 	for {
 		res = Fold(*in)
 		if gw == nil || !gw.DeletionTimestamp.IsZero() {
@@ -48,7 +55,10 @@ func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *Inp
 			return res, berr
 		}
 		if len(blamed) == 0 {
-			res = r.refusedByGateway(ctx, in, err)
+			r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "ApplyFailed", "Fold", "The API server refused gatefold's listeners, and no ListenerFragment is the cause: %v", err)
+			log.FromContext(ctx).Error(err, "The API server refused the Gateway's folded listeners, and no fragment is the cause", "gateway", klog.KObj(gw))
+			r.refusals.rememberOwner(key, gw.Generation, in.Fragments, err, time.Now())
+			res = refusedByGateway(in, err)
 			return res, &gatewayRefusedError{gateway: key, err: err}
 		}
 		for fragment, msg := range blamed {
@@ -76,14 +86,12 @@ func (e *gatewayRefusedError) Error() string {
 
 func (e *gatewayRefusedError) Unwrap() error { return e.err }
 
-// refusedByGateway reports a refusal no fragment causes on the Gateway, and
-// refolds with every fragment whose listeners the Gateway does not already
-// carry as folded left out with the API server's message, so that no status
-// claims a listener that did not land.
-func (r *Reconciler) refusedByGateway(ctx context.Context, in *Input, err error) Result {
+// refusedByGateway refolds after a refusal no fragment causes, with every
+// fragment whose listeners the Gateway does not already carry as folded left
+// out with the API server's message, so that no status claims a listener
+// that did not land.
+func refusedByGateway(in *Input, err error) Result {
 	gw := in.Gateway
-	r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "ApplyFailed", "Fold", "The API server refused gatefold's listeners, and no ListenerFragment is the cause: %v", err)
-	log.FromContext(ctx).Error(err, "The API server refused the Gateway's folded listeners, and no fragment is the cause", "gateway", klog.KObj(gw))
 	msg := fmt.Sprintf("The API server refused gatefold's write to Gateway %s, which its owner must resolve: %v", gatewayKey(gw), err)
 	if in.Rejected == nil {
 		in.Rejected = map[types.NamespacedName]string{}
@@ -135,6 +143,9 @@ func (r *Reconciler) bisect(ctx context.Context, gw *gwv1.Gateway, res Result) (
 	blamed := map[types.NamespacedName]string{}
 	var baseline error // whether the Gateway takes none of gatefold's listeners
 	baselineTried := false
+	// Refused alone while nothing was accepted and the Gateway refuses none of
+	// gatefold's listeners either (MinItems): tried again once others are.
+	var undecided []group
 	var walk func(gs []group, knownRefused bool) error
 	walk = func(gs []group, knownRefused bool) error {
 		if len(gs) == 0 {
@@ -161,6 +172,8 @@ func (r *Reconciler) bisect(ctx context.Context, gw *gwv1.Gateway, res Result) (
 				}
 				if len(accepted) > 0 || baseline == nil {
 					blamed[gs[0].key] = err.Error()
+				} else {
+					undecided = append(undecided, gs[0])
 				}
 				return nil
 			}
@@ -173,6 +186,13 @@ func (r *Reconciler) bisect(ctx context.Context, gw *gwv1.Gateway, res Result) (
 	// The whole set was just refused: start by splitting it.
 	if err := walk(groups, len(groups) > 1); err != nil {
 		return nil, err
+	}
+	if len(accepted) > 0 {
+		for _, g := range undecided {
+			if err := walk([]group{g}, false); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return blamed, nil
 }

@@ -115,7 +115,7 @@ func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragme
 	switch {
 	case apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err):
 		grantWrites.WithLabelValues("apply", resultConflict).Inc()
-		return nil // the next fold reads the newer grant
+		return err // folded again shortly, with the newer grant
 	case err != nil:
 		grantWrites.WithLabelValues("apply", resultError).Inc()
 		return fmt.Errorf("applying ReferenceGrant %s: %w", key, err)

@@ -1,6 +1,9 @@
 package merger
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +23,50 @@ const refusalTTL = time.Minute
 type refusalMemo struct {
 	mu        sync.Mutex
 	byGateway map[types.NamespacedName]map[types.NamespacedName]refusal
+	// owner holds, per Gateway, a refusal no fragment causes.
+	owner map[types.NamespacedName]ownerRefusal
+}
+
+// ownerRefusal holds while the Gateway's spec and its fragments are as they
+// were when it was refused.
+type ownerRefusal struct {
+	generation  int64
+	fingerprint string
+	err         error
+	at          time.Time
+}
+
+// fingerprint names the fragments of a fold and their generations.
+func fingerprint(fragments []v1alpha1.ListenerFragment) string {
+	parts := make([]string, len(fragments))
+	for i := range fragments {
+		parts[i] = fmt.Sprintf("%s/%s/%s/%d", fragments[i].Namespace, fragments[i].Name, fragments[i].UID, fragments[i].Generation)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+// recallOwner returns the Gateway's refusal no fragment causes, if it still
+// holds.
+func (m *refusalMemo) recallOwner(gateway types.NamespacedName, generation int64, fragments []v1alpha1.ListenerFragment, now time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.owner[gateway]
+	if !ok || r.generation != generation || r.fingerprint != fingerprint(fragments) || now.Sub(r.at) >= refusalTTL {
+		delete(m.owner, gateway)
+		return nil
+	}
+	return r.err
+}
+
+// rememberOwner records a refusal no fragment causes.
+func (m *refusalMemo) rememberOwner(gateway types.NamespacedName, generation int64, fragments []v1alpha1.ListenerFragment, err error, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.owner == nil {
+		m.owner = map[types.NamespacedName]ownerRefusal{}
+	}
+	m.owner[gateway] = ownerRefusal{generation: generation, fingerprint: fingerprint(fragments), err: err, at: now}
 }
 
 type refusal struct {
@@ -73,7 +120,8 @@ func (m *refusalMemo) remember(gateway types.NamespacedName, fragments []v1alpha
 func (m *refusalMemo) any(gateway types.NamespacedName) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.byGateway[gateway]) > 0
+	_, owner := m.owner[gateway]
+	return len(m.byGateway[gateway]) > 0 || owner
 }
 
 // forget drops a deleted Gateway.
@@ -81,4 +129,5 @@ func (m *refusalMemo) forget(gateway types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.byGateway, gateway)
+	delete(m.owner, gateway)
 }

@@ -2,6 +2,7 @@ package merger
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -261,4 +262,55 @@ func TestRefusalOfTheGatewaysOwnListenerBlamesNoFragment(t *testing.T) {
 		}
 		return fmt.Errorf("no ApplyFailed event on Gateway %s", gw.Name)
 	})
+}
+
+// A refused fragment that comes first on a Gateway holding only gatefold's
+// listeners is still blamed once a later fragment is accepted without it:
+// the order of the fragments never decides whose fault a refusal is.
+func TestRefusedFirstFragmentIsBlamedOnAGatewayOfOnlyFoldedListeners(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	create(t, gw)
+	bad := fixture.Fragment(shop, "bad", gw, fixture.HTTPS("web", "bad.example.com"))
+	create(t, bad)
+	wantListeners(t, gw, "default 8080/HTTP", folded(bad, "web")+" 443/HTTPS bad.example.com")
+	current := &gwv1.Gateway{}
+	get(t, client.ObjectKeyFromObject(gw), current)
+	current.Spec.Listeners = slices.DeleteFunc(current.Spec.Listeners, func(l gwv1.Listener) bool { return l.Name == "default" })
+	if err := env.Client.Update(ctx, current); err != nil {
+		t.Fatal(err)
+	}
+	forbidHostname(t, infra, "bad.example.com")
+	time.Sleep(1100 * time.Millisecond) // creationTimestamp has a resolution of one second
+	good := fixture.Fragment(shop, "good", gw, fixture.HTTPS("web", "good.example.com"))
+	create(t, good)
+	wantListeners(t, gw, folded(good, "web")+" 443/HTTPS good.example.com")
+	wantAccepted(t, good, metav1.ConditionTrue, "Accepted")
+	wantAccepted(t, bad, metav1.ConditionFalse, "ListenersNotValid")
+}
+
+// While the API server refuses the Gateway for its owner's doing, a
+// fragment's listener stays on the Gateway as it was, and so does the
+// ReferenceGrant that lets the Gateway read its certificate.
+func TestGatewayRefusalKeepsTheGrantsOfTheListenersThatStay(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll, gwv1.Listener{Name: "legacy", Port: 8080, Protocol: gwv1.HTTPProtocolType})
+	create(t, gw)
+	lf := fixture.Fragment(shop, "app", gw, fixture.HTTPS("web", "app.example.com"))
+	create(t, lf)
+	wantListeners(t, gw, "legacy 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
+	lf = wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+	grant := client.ObjectKey{Namespace: shop, Name: merger.GrantName(lf)}
+	eventually(t, func() error { return env.Client.Get(ctx, grant, &gwv1.ReferenceGrant{}) })
+
+	forbid(t, infra, "object.spec.listeners.all(l, l.name != 'legacy')", "the listener named legacy must be renamed",
+		gwv1.Listener{Name: "legacy", Port: 80, Protocol: gwv1.HTTPProtocolType})
+	updateSpec(t, lf, func(spec *v1alpha1.ListenerFragmentSpec) {
+		spec.Listeners[0].Hostname = ptr.To(gwv1.Hostname("moved.example.com"))
+	})
+	wantAccepted(t, lf, metav1.ConditionFalse, "ListenersNotValid")
+	wantListeners(t, gw, "legacy 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
+	if err := env.Client.Get(ctx, grant, &gwv1.ReferenceGrant{}); err != nil {
+		t.Errorf("The grant of a listener still on the Gateway is gone: %v", err)
+	}
 }
