@@ -31,10 +31,14 @@ type fragmentValidator struct {
 
 func (v *fragmentValidator) ValidateCreate(ctx context.Context, lf *v1alpha1.ListenerFragment) (admission.Warnings, error) {
 	stored, err := v.nameStored(ctx, lf)
-	if err != nil || stored {
-		// A stored name: the API server answers AlreadyExists, whatever the
-		// spec, and nothing may be claimed for an object it never stores.
+	if err != nil {
 		return nil, v.internal(ctx, lf, err)
+	}
+	if stored {
+		// Answered as the API server would, and denied rather than admitted
+		// untouched: were the stored object deleted before this create is
+		// stored, it would otherwise land unchecked and unclaimed.
+		return nil, apierrors.NewAlreadyExists(v1alpha1.GroupVersion.WithResource("listenerfragments").GroupResource(), lf.Name)
 	}
 	return v.validate(ctx, nil, lf)
 }

@@ -95,8 +95,8 @@ func (o *managerOptions) validate() error {
 		return fmt.Errorf("--claim-grace is %v: it must be at least %v, the fragment webhooks' timeout", grace, minClaimGrace)
 	case period <= 0:
 		return fmt.Errorf("--claim-collect-period is %v: it must be positive", period)
-	case period >= grace:
-		return fmt.Errorf("--claim-collect-period is %v: it must be shorter than --claim-grace (%v), or the collector never sees a claim unwanted without a break", period, grace)
+	case period > grace/2:
+		return fmt.Errorf("--claim-collect-period is %v: it must be at most half of --claim-grace (%v), or a slow round breaks the collector's view of a claim unwanted for the whole grace", period, grace)
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ func TestManagerRefusesClaimFlagsItCannotRunWith(t *testing.T) {
 		"a grace under a second (leaseDurationSeconds 0)": {args: []string{"--claim-grace=500ms"}, want: "--claim-grace is 500ms: it must be at least 10s"},
 		"no collect period (time.NewTicker panics)":       {args: []string{"--claim-collect-period=0"}, want: "--claim-collect-period is 0s: it must be positive"},
 		"a negative collect period":                       {args: []string{"--claim-collect-period=-1s"}, want: "--claim-collect-period is -1s: it must be positive"},
-		"a collect period as long as the grace":           {args: []string{"--claim-grace=20s", "--claim-collect-period=20s"}, want: "--claim-collect-period is 20s: it must be shorter than --claim-grace (20s)"},
+		"a collect period over half the grace":            {args: []string{"--claim-grace=20s", "--claim-collect-period=11s"}, want: "--claim-collect-period is 11s: it must be at most half of --claim-grace (20s)"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
