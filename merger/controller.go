@@ -34,6 +34,10 @@ type Reconciler struct {
 	// Resync is how often a Gateway is folded again with no event, which
 	// repairs statuses someone else changed; a current one writes nothing.
 	Resync time.Duration
+	// Fence, when set, is asked before every write and fails while this
+	// replica may no longer lead: a leader frozen past its lease that wakes
+	// up writes nothing before it notices the loss and exits.
+	Fence func() error
 
 	carried  carriedMemo
 	refusals refusalMemo
@@ -52,6 +56,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	res, foldErr := r.fold(ctx, req.NamespacedName, &in)
 	var gatewayRefused *gatewayRefusedError
 	switch {
+	case errors.Is(foldErr, errFenced):
+		return ctrl.Result{}, nil
 	case apierrors.IsConflict(foldErr):
 		// The Gateway changed since the read: fold the newer one. A deposed
 		// leader ends here instead of overwriting its successor's fold.
@@ -68,6 +74,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for i := range in.Fragments {
 		lf := &in.Fragments[i]
 		switch err := r.applyStatus(ctx, lf, res.Statuses[keyOf(lf)]); {
+		case errors.Is(err, errFenced):
+			return ctrl.Result{}, nil
 		case apierrors.IsConflict(err):
 			// This view of the fragment is stale: write nothing more for it.
 			changed = true
@@ -79,6 +87,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// had: their grants must stay as they are.
 		if r.ManageReferenceGrants && gatewayRefused == nil {
 			switch err := r.applyGrant(ctx, lf, in.Gateway, res.Outcomes); {
+			case errors.Is(err, errFenced):
+				return ctrl.Result{}, nil
 			case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
 				changed = true
 			case err != nil:
@@ -98,6 +108,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: refusalTTL}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.Resync}, nil
+}
+
+// errFenced is a write not made because this replica may no longer lead.
+var errFenced = errors.New("not written: this replica may no longer lead")
+
+// fenced returns errFenced while Fence fails.
+func (r *Reconciler) fenced() error {
+	if r.Fence != nil && r.Fence() != nil {
+		return errFenced
+	}
+	return nil
 }
 
 // read gathers the fold's input from the cache.

@@ -29,6 +29,9 @@ func (r *Reconciler) applyStatus(ctx context.Context, lf *v1alpha1.ListenerFragm
 		statusApplies.WithLabelValues(resultUnchanged).Inc()
 		return nil
 	}
+	if err := r.fenced(); err != nil {
+		return err
+	}
 	status := &lfapply.ListenerFragmentStatusApplyConfiguration{}
 	if err := convert(desired, status); err != nil {
 		return fmt.Errorf("encoding status of ListenerFragment %s: %w", klog.KObj(lf), err)

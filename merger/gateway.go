@@ -253,6 +253,8 @@ func (r *Reconciler) apply(ctx context.Context, gw *gwv1.Gateway, listeners []gw
 	opts := []client.ApplyOption{client.FieldOwner(rules.FieldManager), client.ForceOwnership}
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
+	} else if err := r.fenced(); err != nil {
+		return err
 	}
 	if err := r.Client.Apply(ctx, applied, opts...); err != nil || dryRun {
 		return err

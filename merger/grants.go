@@ -68,6 +68,9 @@ func secretsToGrant(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []
 // applyGrant makes the fragment's ReferenceGrant match the Secrets its
 // folded listeners need, deleting it when they need none.
 func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []Outcome) error {
+	if err := r.fenced(); err != nil {
+		return err
+	}
 	secrets := secretsToGrant(lf, gw, outcomes)
 	key := types.NamespacedName{Namespace: lf.Namespace, Name: GrantName(lf)}
 	current := &gwv1.ReferenceGrant{}

@@ -30,6 +30,9 @@ type Options struct {
 	Workers int
 	// Resync is how often every Gateway is folded again without an event.
 	Resync time.Duration
+	// Fence, when set, fails while this replica may no longer lead: the
+	// merger then writes nothing.
+	Fence func() error
 }
 
 // certificateNamespaceIndex indexes fragments by the namespaces their
@@ -57,6 +60,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Recorder:              mgr.GetEventRecorder("gatefold-merger"),
 		ManageReferenceGrants: opts.ManageReferenceGrants,
 		Resync:                opts.Resync,
+		Fence:                 opts.Fence,
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ListenerFragment{}, certificateNamespaceIndex, certificateNamespaces); err != nil {
 		return fmt.Errorf("indexing fragments by certificate namespace: %w", err)

@@ -201,8 +201,9 @@ func (s *ClaimStore) admitted(ctx context.Context, v *view, lf *v1alpha1.Listene
 	return allowed, nil
 }
 
-// Run collects every period until ctx ends.
-func (s *ClaimStore) Run(ctx context.Context, period time.Duration) {
+// Run collects every period until ctx ends, skipping a round while fence,
+// when set, fails.
+func (s *ClaimStore) Run(ctx context.Context, period time.Duration, fence func() error) {
 	log := logf.FromContext(ctx).WithName("claims")
 	ctx = logf.IntoContext(ctx, log)
 	t := time.NewTicker(period)
@@ -212,6 +213,9 @@ func (s *ClaimStore) Run(ctx context.Context, period time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if fence != nil && fence() != nil {
+				continue
+			}
 			done, err := s.Collect(ctx)
 			if err != nil && ctx.Err() == nil {
 				log.Error(err, "Collecting claims")

@@ -33,6 +33,9 @@ type Options struct {
 	// wants and backfills claims stored fragments lack; shorter than
 	// ClaimGrace, or a claim is never judged unwanted without a break.
 	CollectPeriod time.Duration
+	// Fence, when set, fails while this replica may no longer lead: the
+	// collector then skips its round.
+	Fence func() error
 }
 
 // +kubebuilder:webhook:path=/mutate-gatefold-dev-v1alpha1-listenerfragment,mutating=true,failurePolicy=fail,sideEffects=None,groups=gatefold.dev,resources=listenerfragments,verbs=create;update,versions=v1alpha1,name=mlistenerfragment.gatefold.dev,admissionReviewVersions=v1,timeoutSeconds=10
@@ -103,7 +106,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 		return nil, err
 	}
 	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		claims.Run(ctx, opts.CollectPeriod)
+		claims.Run(ctx, opts.CollectPeriod, opts.Fence)
 		return nil
 	}))
 	return claims, err

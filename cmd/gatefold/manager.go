@@ -8,7 +8,9 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -111,6 +113,14 @@ func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error
 	if err != nil {
 		return err
 	}
+	// The leader's writes are fenced by when it last renewed its lease.
+	var lease *manager.Lease
+	if o.leaderElect {
+		if lease, err = manager.NewLease(cfg, o.leaderElectionNamespace, o.leaderElectionID, identity()+"_"+string(uuid.NewUUID()), o.renewDeadline); err != nil {
+			return err
+		}
+		o.merger.Fence, o.webhook.Fence = lease.Fence, lease.Fence
+	}
 	// The scheme, cache and client that tests run gatefold as installed with.
 	installed := manager.Options()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -121,13 +131,14 @@ func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error
 		HealthProbeBindAddress: o.probeAddr,
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: o.webhookHost, Port: o.webhookPort,
 			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = source.GetCertificate }}}),
-		LeaderElection:                o.leaderElect,
-		LeaderElectionID:              o.leaderElectionID,
-		LeaderElectionNamespace:       o.leaderElectionNamespace,
-		LeaseDuration:                 &o.leaseDuration,
-		RenewDeadline:                 &o.renewDeadline,
-		RetryPeriod:                   &o.retryPeriod,
-		LeaderElectionReleaseOnCancel: true, // a replica that stops hands over at once
+		LeaderElection:                      o.leaderElect,
+		LeaderElectionResourceLockInterface: leaseLock(lease),
+		LeaderElectionID:                    o.leaderElectionID,
+		LeaderElectionNamespace:             o.leaderElectionNamespace,
+		LeaseDuration:                       &o.leaseDuration,
+		RenewDeadline:                       &o.renewDeadline,
+		RetryPeriod:                         &o.retryPeriod,
+		LeaderElectionReleaseOnCancel:       true, // a replica that stops hands over at once
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -159,6 +170,15 @@ func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error
 		return fmt.Errorf("running manager: %w", err)
 	}
 	return nil
+}
+
+// leaseLock is the lease as the manager takes it: nil without leader
+// election.
+func leaseLock(l *manager.Lease) resourcelock.Interface {
+	if l == nil {
+		return nil
+	}
+	return l
 }
 
 // identity names this replica: the pod's name in a cluster, else the host's.

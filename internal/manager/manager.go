@@ -7,6 +7,16 @@
 package manager
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -41,3 +51,68 @@ func Options() ctrl.Options {
 
 // keep caches an object as the API server sent it.
 func keep(obj any) (any, error) { return obj, nil }
+
+// Lease is a replica's leader election lock that remembers when the replica
+// last renewed it. A leader writes only while its last renewal is younger than
+// the renew deadline, judged by its own clock, as client-go's leader election
+// judges it: a leader frozen past its lease that wakes up writes nothing in
+// the moment before it notices that it lost the lease.
+type Lease struct {
+	resourcelock.Interface
+	renewDeadline time.Duration
+	mu            sync.Mutex
+	renewed       time.Time
+}
+
+// NewLease returns the Lease lock namespace/name for a replica named
+// identity, as controller-runtime would build it.
+func NewLease(cfg *rest.Config, namespace, name, identity string, renewDeadline time.Duration) (*Lease, error) {
+	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
+	// One hung request must not cost the lease.
+	cfg.Timeout = max(renewDeadline/2, time.Second)
+	coordination, err := coordinationv1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the leader election client: %w", err)
+	}
+	return &Lease{
+		Interface: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name},
+			Client:     coordination,
+			LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+		},
+		renewDeadline: renewDeadline,
+	}, nil
+}
+
+// Create takes the lease, and remembers when.
+func (l *Lease) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	return l.mark(l.Interface.Create(ctx, r))
+}
+
+// Update renews or takes the lease, and remembers when.
+func (l *Lease) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	return l.mark(l.Interface.Update(ctx, r))
+}
+
+func (l *Lease) mark(err error) error {
+	if err == nil {
+		l.mu.Lock()
+		l.renewed = time.Now()
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// ErrNotLeading says a replica's lease may have passed to another.
+var ErrNotLeading = errors.New("this replica has not renewed its leader lease within the renew deadline")
+
+// Fence returns ErrNotLeading unless the replica renewed its lease within
+// the renew deadline.
+func (l *Lease) Fence() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.renewed.IsZero() || time.Since(l.renewed) >= l.renewDeadline {
+		return ErrNotLeading
+	}
+	return nil
+}
