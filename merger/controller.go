@@ -86,7 +86,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// After a refused apply the Gateway still carries the listeners it
 		// had: their grants must stay as they are.
 		if r.ManageReferenceGrants && gatewayRefused == nil {
-			switch err := r.applyGrant(ctx, lf, in.Gateway, res.Outcomes); {
+			switch err := r.applyGrant(ctx, lf, in.Gateway, res.Outcomes, false); {
 			case errors.Is(err, errFenced):
 				return ctrl.Result{}, nil
 			case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):

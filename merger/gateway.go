@@ -3,6 +3,7 @@ package merger
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -46,7 +47,7 @@ func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *Inp
 		if gw == nil || !gw.DeletionTimestamp.IsZero() {
 			return res, nil
 		}
-		err := r.applyListeners(ctx, gw, in.Managed, res.Listeners)
+		err := r.applyListeners(ctx, in, res)
 		if !refused(err) {
 			return res, err
 		}
@@ -219,10 +220,19 @@ func listenersChanged(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], desi
 // applyListeners server-side applies exactly gatefold's listeners: entries
 // rules.FieldManager applied before and no longer sends are removed, listeners
 // of other managers are neither sent nor touched.
-func (r *Reconciler) applyListeners(ctx context.Context, gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], desired []gwv1.Listener) error {
-	if !listenersChanged(gw, managed, desired) {
+func (r *Reconciler) applyListeners(ctx context.Context, in *Input, res Result) error {
+	gw, desired := in.Gateway, res.Listeners
+	if !listenersChanged(gw, in.Managed, desired) {
 		gatewayApplies.WithLabelValues(resultUnchanged).Inc()
 		return nil
+	}
+	if r.ManageReferenceGrants {
+		for i := range in.Fragments {
+			// A failure here is met again, and reported, after the apply.
+			if err := r.applyGrant(ctx, &in.Fragments[i], gw, res.Outcomes, true); errors.Is(err, errFenced) {
+				return err
+			}
+		}
 	}
 	err := r.apply(ctx, gw, desired, false)
 	switch {

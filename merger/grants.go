@@ -67,11 +67,19 @@ func secretsToGrant(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []
 
 // applyGrant makes the fragment's ReferenceGrant match the Secrets its
 // folded listeners need, deleting it when they need none.
-func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []Outcome) error {
+//
+// With widenOnly, before a Gateway apply, it only adds what the new listeners
+// need to what is granted: the implementation must never see a folded
+// listener whose Secret it may not read yet. Narrowing waits until the
+// listeners that needed the rest are gone.
+func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []Outcome, widenOnly bool) error {
 	if err := r.fenced(); err != nil {
 		return err
 	}
 	secrets := secretsToGrant(lf, gw, outcomes)
+	if widenOnly && len(secrets) == 0 {
+		return nil
+	}
 	key := types.NamespacedName{Namespace: lf.Namespace, Name: GrantName(lf)}
 	current := &gwv1.ReferenceGrant{}
 	switch err := r.Client.Get(ctx, key, current); {
@@ -79,6 +87,14 @@ func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragme
 		current = nil
 	case err != nil:
 		return fmt.Errorf("reading ReferenceGrant %s: %w", key, err)
+	}
+	if widenOnly && current != nil && ownedBy(current, lf) && len(current.Spec.From) == 1 && string(current.Spec.From[0].Namespace) == gw.Namespace {
+		for _, t := range current.Spec.To {
+			if t.Name != nil && t.Group == corev1.GroupName && t.Kind == "Secret" {
+				secrets = append(secrets, string(*t.Name))
+			}
+		}
+		secrets = sets.List(sets.New(secrets...))
 	}
 	if len(secrets) == 0 {
 		if current == nil || !ownedBy(current, lf) {

@@ -314,3 +314,38 @@ func TestGatewayRefusalKeepsTheGrantsOfTheListenersThatStay(t *testing.T) {
 		t.Errorf("The grant of a listener still on the Gateway is gone: %v", err)
 	}
 }
+
+// The Gateway never carries a folded listener whose certificate Secret its
+// namespace may not read yet: the grant is written before the Gateway.
+func TestGrantIsWrittenBeforeTheListenerLands(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	create(t, gw)
+	watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := watcher.Watch(ctx, &gwv1.GatewayList{}, client.InNamespace(infra))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	lf := fixture.Fragment(shop, "app", gw, fixture.HTTPS("web", "app.example.com"))
+	create(t, lf)
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case e := <-w.ResultChan():
+			got, ok := e.Object.(*gwv1.Gateway)
+			if !ok || !slices.ContainsFunc(got.Spec.Listeners, func(l gwv1.Listener) bool { return string(l.Name) == folded(lf, "web") }) {
+				continue
+			}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: shop, Name: merger.GrantName(lf)}, &gwv1.ReferenceGrant{}); err != nil {
+				t.Fatalf("The Gateway carries the folded listener before its ReferenceGrant exists: %v", err)
+			}
+			return
+		case <-deadline:
+			t.Fatal("The listener was not folded within 20s")
+		}
+	}
+}
