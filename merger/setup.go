@@ -52,7 +52,7 @@ func certificateNamespaces(o client.Object) []string {
 }
 
 // Setup registers the merger with the manager. It runs on the elected
-// leader only, like every controller; rules.IndexFragmentParents must have
+// leader only, like every controller; manager.IndexFragmentParents must have
 // been registered.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	r := &Reconciler{

@@ -2,11 +2,9 @@ package rules
 
 import (
 	"cmp"
-	"context"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 )
@@ -22,14 +20,6 @@ func ParentOf(lf *v1alpha1.ListenerFragment) types.NamespacedName {
 		ns = string(*lf.Spec.ParentRef.Namespace)
 	}
 	return types.NamespacedName{Namespace: ns, Name: string(lf.Spec.ParentRef.Name)}
-}
-
-// IndexFragmentParents registers ParentIndex, once for both the webhooks
-// and the merger.
-func IndexFragmentParents(ctx context.Context, indexer client.FieldIndexer) error {
-	return indexer.IndexField(ctx, &v1alpha1.ListenerFragment{}, ParentIndex, func(o client.Object) []string {
-		return []string{ParentOf(o.(*v1alpha1.ListenerFragment)).String()}
-	})
 }
 
 // Precedence orders fragments as ListenerSets are: oldest first by

@@ -23,7 +23,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/api/v1alpha1"
-	"github.com/gatefold/gatefold/rules"
+	"github.com/gatefold/gatefold/internal/manager"
 )
 
 // These tests drive the claim store and the validator on a fake client, so
@@ -71,7 +71,7 @@ func newStore(t *testing.T, objs ...client.Object) *store {
 		return lease || leases
 	}
 	b := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...)
-	if err := rules.IndexFragmentParents(context.Background(), indexInto{b}); err != nil {
+	if err := manager.IndexFragmentParents(context.Background(), indexInto{b}); err != nil {
 		t.Fatal(err)
 	}
 	s.c = b.WithInterceptorFuncs(interceptor.Funcs{

@@ -55,7 +55,7 @@ type Options struct {
 
 // Setup registers the webhooks with the manager's webhook server, and the
 // claim collector, which releases and backfills claims on the leader only.
-// rules.IndexFragmentParents must have been registered. The webhooks read the
+// manager.IndexFragmentParents must have been registered. The webhooks read the
 // informer cache itself, not the client: they must not wait for the merger's
 // writes to reach the cache, which they do not need to see.
 //

@@ -22,7 +22,7 @@ import (
 	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/internal/devenv"
-	"github.com/gatefold/gatefold/rules"
+	"github.com/gatefold/gatefold/internal/manager"
 )
 
 // BenchmarkValidateCreate is the validating handler's cost for one new
@@ -91,7 +91,7 @@ func validatorWithFragments(ctx context.Context, b *testing.B, cfg *rest.Config,
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := rules.IndexFragmentParents(ctx, informers); err != nil {
+	if err := manager.IndexFragmentParents(ctx, informers); err != nil {
 		b.Fatal(err)
 	}
 	namespaces := &metav1.PartialObjectMetadata{}

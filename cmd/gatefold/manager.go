@@ -19,7 +19,6 @@ import (
 
 	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/merger"
-	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/webhook"
 )
 
@@ -146,7 +145,7 @@ func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error
 	if err := mgr.Add(source); err != nil {
 		return fmt.Errorf("adding the certificate source: %w", err)
 	}
-	if err := rules.IndexFragmentParents(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := manager.IndexFragmentParents(ctx, mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing fragments: %w", err)
 	}
 	if _, err := webhook.Setup(mgr, o.webhook); err != nil {

@@ -2,8 +2,9 @@
 // replica is built with: the scheme, what the informer cache holds and how the
 // client reads it. `gatefold manager` and the tests that run gatefold as
 // installed both build their managers from Options, so a test sees the cache
-// and the rights a replica needs in a cluster. It holds no flags and starts
-// nothing.
+// and the rights a replica needs in a cluster. It also holds the fragment
+// parent index both the webhooks and the merger read, and the leader lease
+// that fences the leader's writes. It holds no flags and starts nothing.
 package manager
 
 import (
@@ -24,6 +25,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/scheme"
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // Options returns the scheme, cache and client options of a gatefold
@@ -115,4 +118,12 @@ func (l *Lease) Fence() error {
 		return ErrNotLeading
 	}
 	return nil
+}
+
+// IndexFragmentParents registers rules.ParentIndex, once for both the
+// webhooks and the merger.
+func IndexFragmentParents(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &v1alpha1.ListenerFragment{}, rules.ParentIndex, func(o client.Object) []string {
+		return []string{rules.ParentOf(o.(*v1alpha1.ListenerFragment)).String()}
+	})
 }

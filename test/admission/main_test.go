@@ -27,7 +27,6 @@ import (
 
 	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/internal/manager"
-	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/testenv"
 	"github.com/gatefold/gatefold/webhook"
 )
@@ -133,7 +132,7 @@ func newReplica(ctx context.Context, tweak func(*ctrl.Options)) (ctrl.Manager, i
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := rules.IndexFragmentParents(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := manager.IndexFragmentParents(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, 0, err
 	}
 	if _, err := webhook.Setup(mgr, webhook.Options{

@@ -18,7 +18,6 @@ import (
 	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/merger"
-	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/testenv"
 )
 
@@ -57,7 +56,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "Creating the manager: %v\n", err)
 		return 1
 	}
-	if err := rules.IndexFragmentParents(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := manager.IndexFragmentParents(ctx, mgr.GetFieldIndexer()); err != nil {
 		fmt.Fprintf(os.Stderr, "Indexing: %v\n", err)
 		return 1
 	}
