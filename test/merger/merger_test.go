@@ -141,6 +141,17 @@ func listenerCondition(lf *v1alpha1.ListenerFragment, listener, condition string
 	return nil
 }
 
+// removeOwnListener removes the Gateway's own listener as its owner would.
+func removeOwnListener(t *testing.T, gw *gwv1.Gateway, name gwv1.SectionName) {
+	t.Helper()
+	current := &gwv1.Gateway{}
+	get(t, client.ObjectKeyFromObject(gw), current)
+	current.Spec.Listeners = slices.DeleteFunc(current.Spec.Listeners, func(l gwv1.Listener) bool { return l.Name == name })
+	if err := env.Client.Update(ctx, current); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func tcp(name string, port gwv1.PortNumber) gwv1.ListenerEntry {
 	return fixture.Entry(name, port, gwv1.TCPProtocolType, "")
 }
@@ -586,12 +597,7 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 func TestLastListenerIsKeptAndReported(t *testing.T) {
 	gw, lf := acceptedFragment(t)
 	// The Gateway's owner removes its own listener: only gatefold's is left.
-	current := &gwv1.Gateway{}
-	get(t, client.ObjectKeyFromObject(gw), current)
-	current.Spec.Listeners = slices.DeleteFunc(current.Spec.Listeners, func(l gwv1.Listener) bool { return l.Name == "default" })
-	if err := env.Client.Update(ctx, current); err != nil {
-		t.Fatal(err)
-	}
+	removeOwnListener(t, gw, "default")
 	if err := env.Client.Delete(ctx, lf); err != nil {
 		t.Fatal(err)
 	}

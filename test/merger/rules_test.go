@@ -34,10 +34,10 @@ func certGrant(ns, fromNS string) *gwv1.ReferenceGrant {
 	}
 }
 
-func TestRevokedGrantWithdrawsTheListener(t *testing.T) {
-	infra, shop, certs := newNamespace(t, nil), newNamespace(t, nil), newNamespace(t, nil)
-	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
-	create(t, gw)
+// foldedWithGrantedCertificate folds fragment shop/app, whose certificate is
+// Secret shared-cert in namespace certs, granted there.
+func foldedWithGrantedCertificate(t *testing.T, gw *gwv1.Gateway, shop, certs string) (*gwv1.ReferenceGrant, *v1alpha1.ListenerFragment) {
+	t.Helper()
 	grant := certGrant(certs, shop)
 	create(t, grant)
 	e := fixture.HTTPS("web", "app.example.com")
@@ -45,6 +45,14 @@ func TestRevokedGrantWithdrawsTheListener(t *testing.T) {
 	lf := fixture.Fragment(shop, "app", gw, e)
 	create(t, lf)
 	wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
+	return grant, lf
+}
+
+func TestRevokedGrantWithdrawsTheListener(t *testing.T) {
+	infra, shop, certs := newNamespace(t, nil), newNamespace(t, nil), newNamespace(t, nil)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	create(t, gw)
+	grant, lf := foldedWithGrantedCertificate(t, gw, shop, certs)
 
 	start := time.Now()
 	if err := env.Client.Delete(ctx, grant); err != nil {
@@ -210,13 +218,7 @@ func TestRevokedGrantWithdrawsTheListenerBesideRefusedFragments(t *testing.T) {
 		"forbidden hostnames", fixture.GatewayHTTPS("probe", "a.forbidden.example.com"))
 	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
 	create(t, gw)
-	grant := certGrant(certs, shop)
-	create(t, grant)
-	e := fixture.HTTPS("web", "app.example.com")
-	e.TLS.CertificateRefs = []gwv1.SecretObjectReference{{Name: "shared-cert", Namespace: ptr.To(gwv1.Namespace(certs))}}
-	lf := fixture.Fragment(shop, "app", gw, e)
-	create(t, lf)
-	wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
+	grant, lf := foldedWithGrantedCertificate(t, gw, shop, certs)
 	for _, name := range []string{"bad-1", "bad-2"} {
 		create(t, fixture.Fragment(shop, name, gw, fixture.HTTPS("web", name+".forbidden.example.com")))
 	}
@@ -274,12 +276,7 @@ func TestRefusedFirstFragmentIsBlamedOnAGatewayOfOnlyFoldedListeners(t *testing.
 	bad := fixture.Fragment(shop, "bad", gw, fixture.HTTPS("web", "bad.example.com"))
 	create(t, bad)
 	wantListeners(t, gw, "default 8080/HTTP", folded(bad, "web")+" 443/HTTPS bad.example.com")
-	current := &gwv1.Gateway{}
-	get(t, client.ObjectKeyFromObject(gw), current)
-	current.Spec.Listeners = slices.DeleteFunc(current.Spec.Listeners, func(l gwv1.Listener) bool { return l.Name == "default" })
-	if err := env.Client.Update(ctx, current); err != nil {
-		t.Fatal(err)
-	}
+	removeOwnListener(t, gw, "default")
 	forbidHostname(t, infra, "bad.example.com")
 	time.Sleep(1100 * time.Millisecond) // creationTimestamp has a resolution of one second
 	good := fixture.Fragment(shop, "good", gw, fixture.HTTPS("web", "good.example.com"))
