@@ -630,6 +630,26 @@ func (v *view) namespaceLabels(ctx context.Context, name string) (map[string]str
 	return ns.Labels, true, nil
 }
 
+// placed returns those of gw's fragments that the fold would place: not
+// being deleted, of a namespace gw admits. The others are reported
+// NotAllowed, or go, whatever the Gateway's listeners.
+func (v *view) placed(ctx context.Context, gw *gwv1.Gateway, fragments []v1alpha1.ListenerFragment) ([]v1alpha1.ListenerFragment, error) {
+	var out []v1alpha1.ListenerFragment
+	for _, lf := range fragments {
+		if !lf.DeletionTimestamp.IsZero() {
+			continue
+		}
+		labels, ok, err := v.namespaceLabels(ctx, lf.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		if allowed, _ := rules.NamespaceAllowed(gw, lf.Namespace, labels); ok && allowed {
+			out = append(out, lf)
+		}
+	}
+	return out, nil
+}
+
 // wants says whether the holder of h still wants it, as the cache shows it.
 // The holder is often another tenant's fragment, and the error may reach the
 // requester: a failed read is logged in full and returned naming only the

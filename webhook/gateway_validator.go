@@ -39,7 +39,7 @@ func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission
 	fragments, err := fragmentsOf(ctx, v.cache, gw)
 	var placed []v1alpha1.ListenerFragment
 	if err == nil {
-		placed, err = v.placed(ctx, gw, fragments)
+		placed, err = newView(v.cache).placed(ctx, gw, fragments)
 	}
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "Checking a Gateway's listeners against its ListenerFragments", "gateway", klog.KObj(gw))
@@ -69,26 +69,4 @@ func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission
 		}
 	}
 	return warnings
-}
-
-// placed returns those of gw's fragments that the fold would place: not
-// being deleted, of a namespace gw admits (read as metadata from the
-// cache). The others are reported NotAllowed, or go, whatever the Gateway's
-// listeners.
-func (v *gatewayValidator) placed(ctx context.Context, gw *gwv1.Gateway, fragments []v1alpha1.ListenerFragment) ([]v1alpha1.ListenerFragment, error) {
-	view := newView(v.cache)
-	var out []v1alpha1.ListenerFragment
-	for _, lf := range fragments {
-		if !lf.DeletionTimestamp.IsZero() {
-			continue
-		}
-		labels, ok, err := view.namespaceLabels(ctx, lf.Namespace)
-		if err != nil {
-			return nil, err
-		}
-		if allowed, _ := rules.NamespaceAllowed(gw, lf.Namespace, labels); ok && allowed {
-			out = append(out, lf)
-		}
-	}
-	return out, nil
 }

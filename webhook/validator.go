@@ -158,18 +158,15 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv
 		return nil, err
 	}
 	b := rules.OwnBoard(rules.OwnListeners(gw, rules.ManagedListeners(gw), fragments))
-	slices.SortFunc(fragments, rules.Precedence)
-	for _, f := range fragments {
-		if (f.Namespace == lf.Namespace && f.Name == lf.Name) || !f.DeletionTimestamp.IsZero() {
-			continue
-		}
-		labels, ok, err := view.namespaceLabels(ctx, f.Namespace)
-		if err != nil {
-			// Another tenant's namespace: the requester is not told which.
-			logf.FromContext(ctx).Error(err, "Reading the namespace of a stored ListenerFragment", "fragment", klog.KObj(&f))
-			return nil, fmt.Errorf("reading the namespaces of the ListenerFragments of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
-		}
-		if allowed, _ := rules.NamespaceAllowed(gw, f.Namespace, labels); !ok || !allowed {
+	placed, err := view.placed(ctx, gw, fragments)
+	if err != nil {
+		// Another tenant's namespace: the requester is not told which.
+		logf.FromContext(ctx).Error(err, "Reading the namespaces of the stored ListenerFragments of a Gateway", "gateway", klog.KObj(gw))
+		return nil, fmt.Errorf("reading the namespaces of the ListenerFragments of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
+	}
+	slices.SortFunc(placed, rules.Precedence)
+	for _, f := range placed {
+		if f.Namespace == lf.Namespace && f.Name == lf.Name {
 			continue
 		}
 		for _, l := range f.Spec.Listeners {
