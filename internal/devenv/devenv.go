@@ -57,10 +57,14 @@ type Options struct {
 	// the user agent), every write to Gateways, ReferenceGrants,
 	// ListenerFragments and Leases into this file, one JSON event a line.
 	AuditLog string
+	// AuditReads adds every get and list request, of any resource, to the
+	// audit log (watches stay out): the benchmarks count a controller's
+	// reads with it.
+	AuditReads bool
 }
 
-// auditPolicy records who wrote what gatefold writes, and nothing else.
-const auditPolicy = `apiVersion: audit.k8s.io/v1
+// auditWrites records who wrote what gatefold writes.
+const auditWrites = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
@@ -73,8 +77,21 @@ rules:
     resources: [listenerfragments, listenerfragments/status]
   - group: coordination.k8s.io
     resources: [leases]
-- level: None
 `
+
+// auditReads records every read that is not a watch.
+const auditReads = `- level: Metadata
+  verbs: [get, list]
+`
+
+// auditPolicy is the policy opts ask for; what no rule names is not logged.
+func auditPolicy(opts Options) string {
+	policy := auditWrites
+	if opts.AuditReads {
+		policy += auditReads
+	}
+	return policy + "- level: None\n"
+}
 
 // Env is a running control plane.
 type Env struct {
@@ -120,7 +137,7 @@ func Start(opts Options) (*Env, error) {
 	}
 	if opts.AuditLog != "" {
 		policy := filepath.Join(filepath.Dir(opts.AuditLog), "audit-policy.yaml")
-		if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		if err := os.WriteFile(policy, []byte(auditPolicy(opts)), 0o600); err != nil {
 			return nil, fmt.Errorf("writing the audit policy: %w", err)
 		}
 		env.ControlPlane.GetAPIServer().Configure().

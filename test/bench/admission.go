@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -22,10 +22,23 @@ type Latency struct {
 	P99      float64 `json:"p99"`
 }
 
-// AdmissionResult compares fragment creates with and without the webhooks.
+// Throughput is how fast W writers created N fragments.
+type Throughput struct {
+	Creates       int     `json:"creates"`
+	Writers       int     `json:"writers"`
+	Seconds       float64 `json:"seconds"`
+	PerSecond     float64 `json:"perSecond"`
+	Errors        int     `json:"errors"`
+	FirstErrorMsg string  `json:"firstError,omitempty"`
+}
+
+// AdmissionResult compares fragment creates with and without the webhooks:
+// one at a time, and W writers at once.
 type AdmissionResult struct {
-	Without Latency `json:"withoutWebhooks"`
-	With    Latency `json:"withWebhooks"`
+	Without           Latency    `json:"withoutWebhooks"`
+	With              Latency    `json:"withWebhooks"`
+	ThroughputWithout Throughput `json:"throughputWithoutWebhooks"`
+	ThroughputWith    Throughput `json:"throughputWithWebhooks"`
 }
 
 func latency(samples []time.Duration) Latency {
@@ -36,14 +49,29 @@ func latency(samples []time.Duration) Latency {
 	return Latency{Requests: len(samples), P50: at(0.5), P90: at(0.9), P99: at(0.99)}
 }
 
-// admission times sequential fragment creates, each with its own hostname,
-// first with the webhooks removed, then installed (the manager serving
-// them). Each run has a Gateway of its own, so the merger's work behind the
-// creates grows alike in both.
+const admissionNamespace = "admission"
+
+// admissionFragment is fragment i of a run: one HTTP listener with a
+// hostname of its own on the run's Gateway.
+func admissionFragment(run string, i int, gateway string) *v1alpha1.ListenerFragment {
+	return &v1alpha1.ListenerFragment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: admissionNamespace, Name: fmt.Sprintf("%s-%d", run, i)},
+		Spec: v1alpha1.ListenerFragmentSpec{
+			ParentRef: gwv1.ParentGatewayReference{Name: gwv1.ObjectName(gateway)},
+			Listeners: []gwv1.ListenerEntry{{Name: "web", Port: 8080, Protocol: gwv1.HTTPProtocolType,
+				Hostname: ptr.To(gwv1.Hostname(fmt.Sprintf("%s-%d.example.com", run, i)))}},
+		},
+	}
+}
+
+// admission times fragment creates, each with its own hostname, first with
+// the webhooks removed, then installed (the manager serving them): p.AdmissionCreates
+// sequential creates on a Gateway of their own, then p.Routes creates by
+// p.Writers writers spread over p.Gateways Gateways of their own. The
+// manager runs in both, so the merger's work behind the creates is alike.
 func (h *harness) admission(ctx context.Context, p Params) (AdmissionResult, error) {
 	var res AdmissionResult
-	progress("Admission: %d creates without and %d with the webhooks", p.AdmissionCreates, p.AdmissionCreates)
-	const ns = "admission"
+	progress("Admission: %d sequential creates and %d by %d writers, without and with the webhooks", p.AdmissionCreates, p.Routes, p.Writers)
 	setup, err := h.client("bench-setup")
 	if err != nil {
 		return res, err
@@ -52,31 +80,26 @@ func (h *harness) admission(ctx context.Context, p Params) (AdmissionResult, err
 	if err != nil {
 		return res, err
 	}
-	if err := setup.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	if err := h.namespace(ctx, admissionNamespace); err != nil {
 		return res, err
 	}
-	run := func(label string) (Latency, error) {
-		gw := &gwv1.Gateway{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: label},
+	gateway := func(name string) error {
+		return setup.Create(ctx, &gwv1.Gateway{
+			ObjectMeta: metav1.ObjectMeta{Namespace: admissionNamespace, Name: name},
 			Spec: gwv1.GatewaySpec{
 				GatewayClassName: "example",
 				Listeners:        []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
 				AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(gwv1.NamespacesFromSame)}},
 			},
-		}
-		if err := setup.Create(ctx, gw); err != nil {
+		})
+	}
+	sequential := func(run string) (Latency, error) {
+		if err := gateway(run); err != nil {
 			return Latency{}, err
 		}
 		var samples []time.Duration
 		for i := range p.AdmissionCreates {
-			lf := &v1alpha1.ListenerFragment{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", label, i)},
-				Spec: v1alpha1.ListenerFragmentSpec{
-					ParentRef: gwv1.ParentGatewayReference{Name: gwv1.ObjectName(label)},
-					Listeners: []gwv1.ListenerEntry{{Name: "web", Port: 8080, Protocol: gwv1.HTTPProtocolType,
-						Hostname: ptr.To(gwv1.Hostname(fmt.Sprintf("%s-%d.example.com", label, i)))}},
-				},
-			}
+			lf := admissionFragment(run, i, run)
 			start := time.Now()
 			if err := c.Create(ctx, lf); err != nil {
 				return Latency{}, fmt.Errorf("creating %s: %w", lf.Name, err)
@@ -85,18 +108,56 @@ func (h *harness) admission(ctx context.Context, p Params) (AdmissionResult, err
 		}
 		return latency(samples), nil
 	}
+	concurrent := func(run string) (Throughput, error) {
+		t := Throughput{Creates: p.Routes, Writers: p.Writers}
+		for g := range p.Gateways {
+			if err := gateway(fmt.Sprintf("%s-%d", run, g)); err != nil {
+				return t, err
+			}
+		}
+		items := make([]int, p.Routes)
+		for i := range items {
+			items[i] = i
+		}
+		var mu sync.Mutex
+		start := time.Now()
+		_ = parallel(p.Writers, items, func(i int) error {
+			err := c.Create(ctx, admissionFragment(run, i, fmt.Sprintf("%s-%d", run, i%p.Gateways)))
+			if err != nil {
+				mu.Lock()
+				if t.Errors++; t.FirstErrorMsg == "" {
+					t.FirstErrorMsg = err.Error()
+				}
+				mu.Unlock()
+			}
+			return nil
+		})
+		t.Seconds = time.Since(start).Seconds()
+		t.PerSecond = float64(p.Routes-t.Errors) / t.Seconds
+		return t, nil
+	}
+	if _, err := h.serve(ctx, "replica-0"); err != nil {
+		return res, err
+	}
 	if err := h.setWebhooks(ctx, false); err != nil {
 		return res, err
 	}
-	if res.Without, err = run("without"); err != nil {
+	if res.Without, err = sequential("without"); err != nil {
+		return res, err
+	}
+	if res.ThroughputWithout, err = concurrent("many-without"); err != nil {
 		return res, err
 	}
 	if err := h.setWebhooks(ctx, true); err != nil {
 		return res, err
 	}
-	if res.With, err = run("with"); err != nil {
+	if res.With, err = sequential("with"); err != nil {
 		return res, err
 	}
-	progress("  p50 %.1fms without, %.1fms with", res.Without.P50, res.With.P50)
+	if res.ThroughputWith, err = concurrent("many-with"); err != nil {
+		return res, err
+	}
+	progress("  p50 %.1fms without, %.1fms with; %.0f/s without, %.0f/s with", res.Without.P50, res.With.P50,
+		res.ThroughputWithout.PerSecond, res.ThroughputWith.PerSecond)
 	return res, nil
 }

@@ -22,10 +22,13 @@ import (
 // route is one route's need: an HTTPS listener for its hostname, serving its
 // own certificate Secret, on one of the shared Gateways.
 type route struct {
-	index    int
-	gateway  string
-	hostname string
+	index        int
+	gatewayIndex int
+	gateway      string
+	hostname     string
 }
+
+func gatewayName(g int) string { return fmt.Sprintf("shared-%d", g) }
 
 func (r route) name() string { return fmt.Sprintf("route-%d", r.index) }
 
@@ -58,14 +61,86 @@ func (t *tally) send(write func() error) error {
 	}
 }
 
-// strategy is one way a route controller gets its listener onto the Gateway.
-// Writer w handles the routes whose index is w modulo the writers, in both
-// phases, as a controller's worker owns its keys.
-type strategy interface {
-	name() string
+// strategy is one way of getting the routes' listeners onto the Gateways,
+// or, for the floor, what any design with one object per route writes.
+type strategy interface{ name() string }
+
+// routeStrategy writes route by route, as route controllers do. Writer w
+// handles the routes whose index is w modulo the writers, in both phases,
+// as a controller's worker owns its keys.
+type routeStrategy interface {
+	strategy
 	// add and remove count their requests in t.
 	add(ctx context.Context, c client.Client, ns string, r route, writer int, t *tally) error
 	remove(ctx context.Context, c client.Client, ns string, r route, writer int, t *tally) error
+}
+
+// gatewayStrategy writes Gateway by Gateway, as one writer.
+type gatewayStrategy interface {
+	strategy
+	// write makes each Gateway hold exactly the listeners of the routes
+	// present on it, counting its requests in t.
+	write(ctx context.Context, c client.Client, ns string, gateways int, present []route, t *tally) error
+}
+
+// objectStrategy writes objects of its own, no listeners: it needs no
+// Gateways, and a phase is done when exactly the wanted objects exist.
+type objectStrategy interface {
+	routeStrategy
+	// names lists the objects' names in ns.
+	names(ctx context.Context, c client.Reader, ns string) ([]string, error)
+}
+
+// limit is the physical limit of any design that ends in Gateway
+// listeners: one writer server-side applies each Gateway's full list once,
+// G Gateway writes in all.
+type limit struct{}
+
+func (limit) name() string { return "limit" }
+
+func (limit) write(ctx context.Context, c client.Client, ns string, gateways int, present []route, t *tally) error {
+	byGateway := make([][]gwv1.Listener, gateways)
+	for _, r := range present {
+		byGateway[r.gatewayIndex] = append(byGateway[r.gatewayIndex], r.listener())
+	}
+	for g, ls := range byGateway {
+		if err := applyListeners(ctx, c, ns, gatewayName(g), ls, "limit", t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// floor is the floor of any design with one object per route: W writers
+// create (and delete) N small plain objects, ConfigMaps, that no admission
+// webhook and no controller sees.
+type floor struct{}
+
+func (floor) name() string { return "floor" }
+
+func (floor) add(ctx context.Context, c client.Client, ns string, r route, _ int, t *tally) error {
+	return t.send(func() error {
+		return c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name()}, Data: map[string]string{"hostname": r.hostname}})
+	})
+}
+
+func (floor) remove(ctx context.Context, c client.Client, ns string, r route, _ int, t *tally) error {
+	return t.send(func() error {
+		return c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name()}})
+	})
+}
+
+func (floor) names(ctx context.Context, c client.Reader, ns string) ([]string, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, cm := range list.Items {
+		names = append(names, cm.Name)
+	}
+	return names, nil
 }
 
 // update is what Knative-style controllers do today: read the Gateway,
@@ -151,8 +226,14 @@ func (s *ssaPerWriter) remove(ctx context.Context, c client.Client, ns string, r
 }
 
 func (s *ssaPerWriter) apply(ctx context.Context, c client.Client, ns, gateway string, w int, t *tally) error {
+	return applyListeners(ctx, c, ns, gateway, s.owned[w][gateway], fmt.Sprintf("writer-%d", w), t)
+}
+
+// applyListeners server-side applies ls as the whole intent of the field
+// manager for the Gateway's listeners.
+func applyListeners(ctx context.Context, c client.Client, ns, gateway string, ls []gwv1.Listener, manager string, t *tally) error {
 	spec := gwapply.GatewaySpec()
-	for _, l := range s.owned[w][gateway] {
+	for _, l := range ls {
 		ac := &gwapply.ListenerApplyConfiguration{}
 		raw, err := json.Marshal(l)
 		if err != nil {
@@ -164,7 +245,7 @@ func (s *ssaPerWriter) apply(ctx context.Context, c client.Client, ns, gateway s
 		spec.WithListeners(ac)
 	}
 	return t.send(func() error {
-		return c.Apply(ctx, gwapply.Gateway(gateway, ns).WithSpec(spec), client.FieldOwner(fmt.Sprintf("writer-%d", w)))
+		return c.Apply(ctx, gwapply.Gateway(gateway, ns).WithSpec(spec), client.FieldOwner(manager))
 	})
 }
 
@@ -195,9 +276,11 @@ func (fragments) remove(ctx context.Context, c client.Client, ns string, r route
 // StrategyResult is what one strategy did with the workload.
 type StrategyResult struct {
 	Strategy string `json:"strategy"`
+	Writers  int    `json:"writers"`
 	Add      Phase  `json:"add"`
 	Remove   Phase  `json:"remove"`
-	// Final Gateway size after adding, averaged over the Gateways.
+	// Final Gateway size after adding, averaged over the Gateways (none
+	// for the floor).
 	ListenersPerGateway float64 `json:"listenersPerGateway"`
 	GatewayBytes        int     `json:"gatewayBytes"`
 	ManagedFieldsBytes  int     `json:"managedFieldsBytes"`
@@ -205,8 +288,12 @@ type StrategyResult struct {
 
 // Phase is one phase of the workload: every route added, or half removed.
 type Phase struct {
-	Converged bool    `json:"converged"`
-	Seconds   float64 `json:"seconds"`
+	Converged bool `json:"converged"`
+	// WriteSeconds runs until the last writer's last write returned;
+	// Seconds until the Gateways held exactly the expected listeners (for
+	// the floor, the objects were there).
+	WriteSeconds float64 `json:"writeSeconds"`
+	Seconds      float64 `json:"seconds"`
 	// Writes are audited API writes; WriterRequests and WriterConflicts
 	// are what the writers counted themselves.
 	Writes          writes `json:"writes"`
@@ -227,16 +314,23 @@ func (p Phase) Correct() bool {
 	return p.Converged && p.Missing == 0 && p.Extra == 0 && len(p.Errors) == 0
 }
 
-func (h *harness) contention(ctx context.Context, p Params) ([]StrategyResult, error) {
+// strategies are the contention strategies in the order they run: the
+// references first, gatefold last, so that only gatefold's run has a
+// manager and admission behind it.
+func strategies(p Params) []strategy {
+	return []strategy{limit{}, floor{}, update{}, newSSAPerWriter(p.Writers), fragments{}}
+}
+
+func (h *harness) contention(ctx context.Context, p Params, only selection) ([]StrategyResult, error) {
 	var results []StrategyResult
-	for _, s := range []strategy{update{}, newSSAPerWriter(p.Writers), fragments{}} {
-		progress("Contention: %s, %d routes on %d Gateways, %d writers", s.name(), p.Routes, p.Gateways, p.Writers)
+	for _, s := range strategies(p) {
+		if !only.strategy(s.name()) {
+			continue
+		}
+		progress("Contention: %s, %d routes on %d Gateways, %d writers", s.name(), p.Routes, p.Gateways, writersOf(s, p))
 		if s.name() == "gatefold" {
 			// Only now, so that the other strategies pay no admission.
-			if _, err := h.startManager("replica-0", h.env.WebhookPort()); err != nil {
-				return nil, err
-			}
-			if err := h.setWebhooks(ctx, true); err != nil {
+			if _, err := h.serve(ctx, "replica-0"); err != nil {
 				return nil, err
 			}
 		}
@@ -244,15 +338,22 @@ func (h *harness) contention(ctx context.Context, p Params) ([]StrategyResult, e
 		if err != nil {
 			return nil, err
 		}
-		progress("  added in %.1fs (%d writer requests, %d conflicts, %d Gateway writes), removed half in %.1fs",
-			r.Add.Seconds, r.Add.WriterRequests, r.Add.WriterConflicts, r.Add.GatewayWrites, r.Remove.Seconds)
+		progress("  writes returned in %.1fs, all there in %.1fs (%d writer requests, %d conflicts, %d Gateway writes), removed half in %.1fs",
+			r.Add.WriteSeconds, r.Add.Seconds, r.Add.WriterRequests, r.Add.Writes.Conflicts, r.Add.GatewayWrites, r.Remove.Seconds)
 		results = append(results, r)
 	}
 	return results, nil
 }
 
+func writersOf(s strategy, p Params) int {
+	if _, ok := s.(gatewayStrategy); ok {
+		return 1
+	}
+	return p.Writers
+}
+
 func (h *harness) runStrategy(ctx context.Context, p Params, s strategy) (StrategyResult, error) {
-	res := StrategyResult{Strategy: s.name()}
+	res := StrategyResult{Strategy: s.name(), Writers: writersOf(s, p)}
 	ns := "contention-" + s.name()
 	setup, err := h.client("bench-setup")
 	if err != nil {
@@ -262,16 +363,53 @@ func (h *harness) runStrategy(ctx context.Context, p Params, s strategy) (Strate
 	if err != nil {
 		return res, err
 	}
-	if err := setup.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	if err := h.namespace(ctx, ns); err != nil {
 		return res, err
 	}
 	routes := make([]route, p.Routes)
 	for i := range routes {
-		routes[i] = route{index: i, gateway: fmt.Sprintf("shared-%d", i%p.Gateways), hostname: fmt.Sprintf("route-%d.example.com", i)}
+		routes[i] = route{index: i, gatewayIndex: i % p.Gateways, gateway: gatewayName(i % p.Gateways), hostname: fmt.Sprintf("route-%d.example.com", i)}
 	}
-	for g := range p.Gateways {
+	_, objects := s.(objectStrategy)
+	if !objects {
+		if err := h.createGateways(ctx, setup, ns, p.Gateways, routes); err != nil {
+			return res, err
+		}
+	}
+
+	res.Add = h.phase(ctx, p, ns, writer, s, true, routes, routes)
+	if !objects {
+		gws := &gwv1.GatewayList{}
+		if err := h.observer.List(ctx, gws, client.InNamespace(ns)); err != nil {
+			return res, err
+		}
+		for _, gw := range gws.Items {
+			res.ListenersPerGateway += float64(len(gw.Spec.Listeners)) / float64(len(gws.Items))
+			raw, _ := json.Marshal(gw)
+			res.GatewayBytes += len(raw) / len(gws.Items)
+			mf, _ := json.Marshal(gw.ManagedFields)
+			res.ManagedFieldsBytes += len(mf) / len(gws.Items)
+		}
+	}
+
+	var removed, kept []route
+	for _, r := range routes {
+		if r.index%2 == 0 {
+			removed = append(removed, r)
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	res.Remove = h.phase(ctx, p, ns, writer, s, false, removed, kept)
+	return res, nil
+}
+
+// createGateways creates the shared Gateways, each with a listener of its
+// own, and the routes' certificate Secrets.
+func (h *harness) createGateways(ctx context.Context, setup client.Client, ns string, gateways int, routes []route) error {
+	for g := range gateways {
 		gw := &gwv1.Gateway{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("shared-%d", g)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gatewayName(g)},
 			Spec: gwv1.GatewaySpec{
 				GatewayClassName: "example",
 				Listeners:        []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
@@ -279,73 +417,55 @@ func (h *harness) runStrategy(ctx context.Context, p Params, s strategy) (Strate
 			},
 		}
 		if err := setup.Create(ctx, gw); err != nil {
-			return res, err
+			return err
 		}
 	}
-	if err := parallel(p.Writers, routes, func(r route) error {
+	return parallel(32, routes, func(r route) error {
 		return setup.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name() + "-tls"}, Data: map[string][]byte{"tls.crt": nil, "tls.key": nil}})
-	}); err != nil {
-		return res, err
-	}
-
-	want := map[string]map[string]bool{}
-	for _, r := range routes {
-		if want[r.gateway] == nil {
-			want[r.gateway] = map[string]bool{}
-		}
-		want[r.gateway][r.hostname] = true
-	}
-	res.Add = h.phase(ctx, p, ns, writer, routes, s.add, want)
-
-	gws := &gwv1.GatewayList{}
-	if err := h.observer.List(ctx, gws, client.InNamespace(ns)); err != nil {
-		return res, err
-	}
-	for _, gw := range gws.Items {
-		res.ListenersPerGateway += float64(len(gw.Spec.Listeners)) / float64(len(gws.Items))
-		raw, _ := json.Marshal(gw)
-		res.GatewayBytes += len(raw) / len(gws.Items)
-		mf, _ := json.Marshal(gw.ManagedFields)
-		res.ManagedFieldsBytes += len(mf) / len(gws.Items)
-	}
-
-	var removed []route
-	for _, r := range routes {
-		if r.index%2 == 0 {
-			removed = append(removed, r)
-			delete(want[r.gateway], r.hostname)
-		}
-	}
-	res.Remove = h.phase(ctx, p, ns, writer, removed, s.remove, want)
-	return res, nil
+	})
 }
 
-// phase runs op for every route with p.Writers writers, and times until the
-// Gateways hold exactly want (hostnames by Gateway, besides their own
-// listener "http").
-func (h *harness) phase(ctx context.Context, p Params, ns string, c client.Client, routes []route,
-	op func(context.Context, client.Client, string, route, int, *tally) error, want map[string]map[string]bool) Phase {
+// phase writes the change to the routes in changed (added, or removed),
+// and times until exactly the routes in present are
+// there: on the Gateways, besides their own listener "http", or as the
+// strategy's objects.
+func (h *harness) phase(ctx context.Context, p Params, ns string, c client.Client, s strategy, adding bool, changed, present []route) Phase {
 	var ph Phase
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	gatewayWrites := h.countGatewayWrites(watchCtx, ns)
 
 	start := time.Now()
 	var mu sync.Mutex
-	_ = partitioned(p.Writers, routes, func(r route) int { return r.index }, func(r route, w int) error {
-		var t tally
-		err := op(ctx, c, ns, r, w, &t)
+	record := func(name string, t tally, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		ph.WriterRequests += t.writes
 		ph.WriterConflicts += t.conflicts
 		ph.WriterTimeouts += t.timeouts
 		if err != nil && len(ph.Errors) < 5 {
-			ph.Errors = append(ph.Errors, fmt.Sprintf("%s: %v", r.name(), err))
+			ph.Errors = append(ph.Errors, fmt.Sprintf("%s: %v", name, err))
 		}
-		return nil
-	})
+	}
+	switch s := s.(type) {
+	case gatewayStrategy:
+		var t tally
+		err := s.write(ctx, c, ns, p.Gateways, present, &t)
+		record("writer", t, err)
+	case routeStrategy:
+		op := s.remove
+		if adding {
+			op = s.add
+		}
+		_ = partitioned(p.Writers, changed, func(r route) int { return r.index }, func(r route, w int) error {
+			var t tally
+			err := op(ctx, c, ns, r, w, &t)
+			record(r.name(), t, err)
+			return nil
+		})
+	}
+	ph.WriteSeconds = time.Since(start).Seconds()
 	for deadline := start.Add(p.PhaseTimeout); ; time.Sleep(100 * time.Millisecond) {
-		missing, extra, err := h.compare(ctx, ns, want)
+		missing, extra, err := h.compare(ctx, ns, s, present)
 		if err == nil && missing == 0 && extra == 0 {
 			ph.Converged = true
 			break
@@ -361,16 +481,40 @@ func (h *harness) phase(ctx context.Context, p Params, ns string, c client.Clien
 		ph.Missing, ph.Extra = 0, 0
 	}
 	// Writes that land after convergence (statuses) belong to the phase too.
-	time.Sleep(2 * time.Second)
+	time.Sleep(p.Settle)
 	stopWatch()
 	ph.GatewayWrites = <-gatewayWrites
 	ph.Writes, _ = h.countWrites(start, time.Now())
 	return ph
 }
 
-// compare counts expected hostnames missing from the Gateways, and
-// hostnames there that are not expected (or there twice).
-func (h *harness) compare(ctx context.Context, ns string, want map[string]map[string]bool) (int, int, error) {
+// compare counts routes in present that are missing, and listeners (or
+// objects) there that are not in present or are there twice.
+func (h *harness) compare(ctx context.Context, ns string, s strategy, present []route) (int, int, error) {
+	if o, ok := s.(objectStrategy); ok {
+		names, err := o.names(ctx, h.observer, ns)
+		if err != nil {
+			return 0, 0, err
+		}
+		want := map[string]bool{}
+		for _, r := range present {
+			want[r.name()] = true
+		}
+		extra := 0
+		for _, n := range names {
+			if !want[n] {
+				extra++
+			}
+		}
+		return len(present) - (len(names) - extra), extra, nil
+	}
+	want := map[string]map[string]bool{}
+	for _, r := range present {
+		if want[r.gateway] == nil {
+			want[r.gateway] = map[string]bool{}
+		}
+		want[r.gateway][r.hostname] = true
+	}
 	gws := &gwv1.GatewayList{}
 	if err := h.observer.List(ctx, gws, client.InNamespace(ns)); err != nil {
 		return 0, 0, err

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,12 +18,17 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/scheme"
+	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/test/testenv"
 )
@@ -40,12 +46,20 @@ type harness struct {
 	// that phases can run with and without them.
 	webhooks []client.Object
 	managers []*manager
+	// serving is the replica that serves the webhooks the API server
+	// calls, when one runs.
+	serving *manager
 	// observer reads for the harness itself; it is never counted.
 	observer client.WithWatch
+	// args are the flags every replica gets besides its own addresses:
+	// the leader election timings and Params.GatefoldArgs.
+	args []string
+	// namespaces are those the phases wrote into, which cleanUp empties.
+	namespaces []string
 }
 
-func newHarness(env *devenv.Env, bin, dir string) (*harness, error) {
-	h := &harness{env: env, bin: bin, dir: dir, audit: filepath.Join(dir, "audit.log")}
+func newHarness(env *devenv.Env, bin, dir string, p Params) (*harness, error) {
+	h := &harness{env: env, bin: bin, dir: dir, audit: filepath.Join(dir, "audit.log"), args: managerArgs(p)}
 	var err error
 	if h.observer, err = client.NewWithWatch(h.config("bench-observer"), client.Options{Scheme: scheme.New()}); err != nil {
 		return nil, err
@@ -95,7 +109,7 @@ func (h *harness) client(agent string) (client.Client, error) {
 }
 
 // setWebhooks installs or removes gatefold's webhook configurations, and
-// waits for the API server to use the change.
+// waits until the API server uses the change.
 func (h *harness) setWebhooks(ctx context.Context, on bool) error {
 	for _, w := range h.webhooks {
 		obj := w.DeepCopyObject().(client.Object)
@@ -111,8 +125,44 @@ func (h *harness) setWebhooks(ctx context.Context, on bool) error {
 			return fmt.Errorf("switching webhooks: %w", err)
 		}
 	}
-	time.Sleep(2 * time.Second) // the API server's webhook informer
-	return nil
+	return h.waitWebhooks(ctx, on)
+}
+
+// waitWebhooks waits until a dry-run create of a fragment whose hostname
+// only the mutating webhook makes valid is admitted (on) or refused by the
+// schema (off): the API server's webhook informer has then seen the change.
+func (h *harness) waitWebhooks(ctx context.Context, on bool) error {
+	probe := &v1alpha1.ListenerFragment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bench-webhook-probe"},
+		Spec: v1alpha1.ListenerFragmentSpec{
+			ParentRef: gwv1.ParentGatewayReference{Name: "bench-webhook-probe"},
+			Listeners: []gwv1.ListenerEntry{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("Probe.Example.COM."))}},
+		},
+	}
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		err = h.env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		if (on && err == nil) || (!on && apierrors.IsInvalid(err)) {
+			// The validating configuration is read by an informer of its own.
+			time.Sleep(200 * time.Millisecond)
+			return nil
+		}
+	}
+	return fmt.Errorf("the API server did not switch gatefold's webhooks %s within 30s: %v", map[bool]string{true: "on", false: "off"}[on], err)
+}
+
+// serve makes sure a replica serves the webhooks and they are installed,
+// as gatefold runs when installed; phases that measure admission, or
+// anything with the webhooks running, call it.
+func (h *harness) serve(ctx context.Context, name string) (*manager, error) {
+	if h.serving == nil || !h.serving.alive() {
+		m, err := h.startManager(name, h.env.WebhookPort())
+		if err != nil {
+			return nil, err
+		}
+		h.serving = m
+	}
+	return h.serving, h.setWebhooks(ctx, true)
 }
 
 // manager is one `gatefold manager` process.
@@ -120,9 +170,21 @@ type manager struct {
 	name    string
 	cmd     *exec.Cmd
 	metrics string
+	probes  string
 	log     string
-	exited  chan error
+	// done is closed when the process has exited, with waitErr.
+	done    chan struct{}
+	waitErr error
 	started time.Time
+}
+
+func (m *manager) alive() bool {
+	select {
+	case <-m.done:
+		return false
+	default:
+		return true
+	}
 }
 
 func freePort() (int, error) {
@@ -134,9 +196,19 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// startManager starts a replica; the first one serves the webhooks the
-// control plane calls, later ones serve on ports nobody calls.
+// startManager starts a replica and waits until it is ready. The one on
+// the env's webhook port serves the webhooks the control plane calls,
+// others serve on ports nobody calls.
 func (h *harness) startManager(name string, webhookPort int) (*manager, error) {
+	m, err := h.launch(name, webhookPort)
+	if err != nil {
+		return nil, err
+	}
+	return m, m.waitReady()
+}
+
+// launch starts a replica and returns at once.
+func (h *harness) launch(name string, webhookPort int) (*manager, error) {
 	metrics, err := freePort()
 	if err != nil {
 		return nil, err
@@ -145,64 +217,72 @@ func (h *harness) startManager(name string, webhookPort int) (*manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &manager{name: name, metrics: fmt.Sprintf("127.0.0.1:%d", metrics), log: filepath.Join(h.dir, name+".log"), exited: make(chan error, 1)}
+	m := &manager{name: name, metrics: fmt.Sprintf("127.0.0.1:%d", metrics), probes: fmt.Sprintf("127.0.0.1:%d", probes),
+		log: filepath.Join(h.dir, name+".log"), done: make(chan struct{})}
 	logFile, err := os.Create(m.log)
 	if err != nil {
 		return nil, err
 	}
-	lease := h.leaseArgs()
 	m.cmd = exec.Command(h.bin, append([]string{"manager", "--kubeconfig", h.kubeconfig,
-		"--metrics-bind-address", m.metrics, "--metrics-secure=false", "--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probes),
-		"--webhook-port", strconv.Itoa(webhookPort), "--webhook-cert-dir", h.env.WebhookCertDir(),
-		"--leader-election-namespace", systemNamespace, "--claims-namespace", systemNamespace,
-		"--zap-log-level", "error"}, lease...)...)
+		"--metrics-bind-address", m.metrics, "--metrics-secure=false", "--health-probe-bind-address", m.probes,
+		"--webhook-port", strconv.Itoa(webhookPort), "--webhook-cert-dir", h.env.WebhookCertDir()}, h.args...)...)
 	m.cmd.Env = append(os.Environ(), "POD_NAME="+name)
 	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
 	m.started = time.Now()
 	if err := m.cmd.Start(); err != nil {
 		return nil, err
 	}
-	go func() { m.exited <- m.cmd.Wait(); logFile.Close() }()
+	go func() { m.waitErr = m.cmd.Wait(); logFile.Close(); close(m.done) }()
 	h.managers = append(h.managers, m)
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", probes)); err == nil {
+	return m, nil
+}
+
+func (m *manager) waitReady() error {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get("http://" + m.probes + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return m, nil
+				return nil
 			}
 		}
+		select {
+		case <-m.done:
+			return fmt.Errorf("manager %s exited (%v), see %s", m.name, m.waitErr, m.log)
+		default:
+		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("manager %s is not ready after 60s, see %s", name, m.log)
+			return fmt.Errorf("manager %s is not ready after 60s, see %s", m.name, m.log)
 		}
 	}
 }
 
-// leaseDuration is set per run by scaleAndFailover; the rest keep
-// gatefold's ratios (renew deadline 2/3, retry period 2/15 of it).
-var leaseDuration = 15 * time.Second
-
-func (h *harness) leaseArgs() []string {
-	return []string{
-		"--leader-election-lease-duration", leaseDuration.String(),
-		"--leader-election-renew-deadline", (leaseDuration * 2 / 3).String(),
-		"--leader-election-retry-period", (leaseDuration * 2 / 15).String(),
-	}
+// managerArgs are the flags every replica gets besides its own addresses
+// and files: gatefold's defaults but for the lease (renew deadline 2/3,
+// retry period 2/15 of it, gatefold's ratios) and whatever the run adds.
+func managerArgs(p Params) []string {
+	return append([]string{
+		"--leader-election-namespace=" + systemNamespace, "--claims-namespace=" + systemNamespace,
+		"--leader-election-lease-duration=" + p.LeaseDuration.String(),
+		"--leader-election-renew-deadline=" + (p.LeaseDuration * 2 / 3).String(),
+		"--leader-election-retry-period=" + (p.LeaseDuration * 2 / 15).String(),
+		"--zap-log-level=error",
+	}, p.GatefoldArgs...)
 }
 
 // stop ends a replica gracefully, as a rolling update does.
 func (m *manager) stop() {
 	_ = m.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-m.exited:
+	case <-m.done:
 	case <-time.After(30 * time.Second):
 		_ = m.cmd.Process.Kill()
-		<-m.exited
+		<-m.done
 	}
 }
 
 func (h *harness) stopManagers() {
 	for _, m := range h.managers {
-		if m.cmd.ProcessState == nil {
+		if m.alive() {
 			_ = m.cmd.Process.Kill()
 		}
 	}
@@ -283,26 +363,73 @@ type writes struct {
 	Conflicts int `json:"conflicts"`
 	// LeaderLease are gatefold's renewals of its leader Lease, apart.
 	LeaderLease int `json:"leaderLease"`
+	// ByResource splits gatefold's writes by resource (leases are claims).
+	ByResource map[string]int `json:"byResource,omitempty"`
+}
+
+// reads counts the gets and lists (not watches) gatefold sent between from
+// and to, its leader Lease apart.
+type reads struct {
+	Gatefold    int            `json:"gatefold"`
+	LeaderLease int            `json:"leaderLease"`
+	ByResource  map[string]int `json:"byResource,omitempty"`
+}
+
+var writeVerbs = map[string]bool{"create": true, "update": true, "patch": true, "delete": true, "deletecollection": true}
+
+// leaderLease is the name of gatefold's leader election Lease.
+const leaderLease = "gatefold-leader"
+
+// audited returns the audit events whose stage ended between from and to.
+func (h *harness) audited(from, to time.Time) ([]testenv.AuditEvent, error) {
+	events, err := testenv.ReadAuditLog(h.audit)
+	if err != nil {
+		return nil, err
+	}
+	in := events[:0]
+	for _, e := range events {
+		if !e.StageTimestamp.Before(from) && !e.StageTimestamp.After(to) {
+			in = append(in, e)
+		}
+	}
+	return in, nil
+}
+
+func resourceOf(e testenv.AuditEvent) string {
+	switch {
+	case e.ObjectRef.Resource == "":
+		return "(discovery)"
+	case e.ObjectRef.Subresource != "":
+		return e.ObjectRef.Resource + "/" + e.ObjectRef.Subresource
+	}
+	return e.ObjectRef.Resource
+}
+
+func gatefoldAgent(e testenv.AuditEvent) bool { return strings.HasPrefix(e.UserAgent, "gatefold/") }
+
+func isLeaderLease(e testenv.AuditEvent) bool {
+	return e.ObjectRef.Resource == "leases" && e.ObjectRef.Name == leaderLease
 }
 
 func (h *harness) countWrites(from, to time.Time) (writes, error) {
-	var w writes
-	events, err := testenv.ReadAuditLog(h.audit)
+	w := writes{ByResource: map[string]int{}}
+	events, err := h.audited(from, to)
 	if err != nil {
 		return w, err
 	}
 	for _, e := range events {
-		if e.StageTimestamp.Before(from) || e.StageTimestamp.After(to) {
+		if !writeVerbs[e.Verb] {
 			continue
 		}
 		switch {
 		case strings.HasPrefix(e.UserAgent, "bench-writer"):
 			w.Writers++
-		case e.ObjectRef.Name == "gatefold-leader":
+		case gatefoldAgent(e) && isLeaderLease(e):
 			w.LeaderLease++
 			continue
-		case strings.HasPrefix(e.UserAgent, "gatefold/"):
+		case gatefoldAgent(e):
 			w.Gatefold++
+			w.ByResource[resourceOf(e)]++
 		default:
 			continue
 		}
@@ -311,4 +438,65 @@ func (h *harness) countWrites(from, to time.Time) (writes, error) {
 		}
 	}
 	return w, nil
+}
+
+func (h *harness) countReads(from, to time.Time) (reads, error) {
+	r := reads{ByResource: map[string]int{}}
+	events, err := h.audited(from, to)
+	if err != nil {
+		return r, err
+	}
+	for _, e := range events {
+		switch {
+		case e.Verb != "get" && e.Verb != "list", !gatefoldAgent(e):
+		case isLeaderLease(e):
+			r.LeaderLease++
+		default:
+			r.Gatefold++
+			r.ByResource[e.Verb+" "+resourceOf(e)]++
+		}
+	}
+	return r, nil
+}
+
+// applies sums the replica's Gateway and fragment status applies that
+// reached the API server, and its ReferenceGrant writes: what it sent.
+func (m *manager) applies() (gateways, statuses, grants float64, err error) {
+	for _, result := range []string{"written", "noop", "conflict", "error"} {
+		g, err1 := m.counter("gatefold_merger_gateway_applies_total", map[string]string{"result": result})
+		s, err2 := m.counter("gatefold_merger_status_applies_total", map[string]string{"result": result})
+		if err = errors.Join(err1, err2); err != nil {
+			return 0, 0, 0, err
+		}
+		gateways, statuses = gateways+g, statuses+s
+	}
+	grants, err = m.counter("gatefold_merger_reference_grant_writes_total", nil)
+	return gateways, statuses, grants, err
+}
+
+// claimLabel marks gatefold's claim Leases (webhook/claims.go).
+const claimLabel = "gatefold.dev/claim"
+
+// cleanUp deletes what the phases before left, with gatefold stopped: their
+// fragments, Gateways and ReferenceGrants, and every claim. A later phase
+// then measures gatefold on its own objects alone.
+func (h *harness) cleanUp(ctx context.Context) error {
+	for _, ns := range h.namespaces {
+		for _, obj := range []client.Object{&v1alpha1.ListenerFragment{}, &gwv1.Gateway{}, &gwv1.ReferenceGrant{}} {
+			if err := h.env.Client.DeleteAllOf(ctx, obj, client.InNamespace(ns)); err != nil {
+				return fmt.Errorf("cleaning up namespace %s: %w", ns, err)
+			}
+		}
+	}
+	h.namespaces = nil
+	if err := h.env.Client.DeleteAllOf(ctx, &coordinationv1.Lease{}, client.InNamespace(systemNamespace), client.HasLabels{claimLabel}); err != nil {
+		return fmt.Errorf("deleting the claims: %w", err)
+	}
+	return nil
+}
+
+// namespace creates a namespace for a phase, which cleanUp empties later.
+func (h *harness) namespace(ctx context.Context, name string) error {
+	h.namespaces = append(h.namespaces, name)
+	return h.env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 }

@@ -2,10 +2,14 @@
 // results to docs/benchmarks.json and docs/benchmarks.md. `make bench` runs
 // it; `make bench-quick` runs a reduced set in under a minute.
 //
-// It compares, on one API server and one workload, three ways of giving N
-// routes one HTTPS listener each on G shared Gateways; the admission overhead
-// of gatefold's webhooks; how a fresh leader converges many fragments; and
-// how long a failover takes.
+// It compares, on one API server and one workload, ways of giving N routes
+// one HTTPS listener each on G shared Gateways, gatefold's among them, with
+// the physical limit (one apply per Gateway) and the floor of any design
+// with one object per route (N plain creates); the admission overhead of
+// gatefold's webhooks, one create at a time and W at once; how a leader
+// converges many fragments at first install and after a warm restart; what
+// it reads and writes in a steady state; and how long a failover takes.
+// --only runs a part alone.
 package main
 
 import (
@@ -14,7 +18,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -34,7 +41,58 @@ type Params struct {
 	SteadyState      time.Duration `json:"steadyState"`
 	LeaseDuration    time.Duration `json:"leaseDuration"`
 	PhaseTimeout     time.Duration `json:"phaseTimeout"`
-	GoBenchTime      string        `json:"goBenchTime"`
+	// Settle is how long writes are still counted to a phase after it
+	// converged.
+	Settle      time.Duration `json:"settle"`
+	GoBenchTime string        `json:"goBenchTime"`
+	// GatefoldArgs are added to every gatefold manager's flags;
+	// GatefoldFlags are all the flags a manager gets besides its own
+	// addresses and files.
+	GatefoldArgs  []string `json:"gatefoldArgs,omitempty"`
+	GatefoldFlags []string `json:"gatefoldFlags"`
+}
+
+// phases are the parts of a run, in the order they run; contention's
+// strategies can also be run alone, as contention:NAME.
+var phases = []string{"contention", "admission", "scale", "steady", "failover", "go"}
+
+// selection is what --only asked for: phases, and contention strategies
+// by name. Empty, it is everything.
+type selection struct {
+	phases     map[string]bool
+	strategies map[string]bool
+}
+
+func parseOnly(only string, strategyNames []string) (selection, error) {
+	sel := selection{phases: map[string]bool{}, strategies: map[string]bool{}}
+	if only == "" {
+		return sel, nil
+	}
+	for _, item := range strings.Split(only, ",") {
+		phase, strategy, named := strings.Cut(strings.TrimSpace(item), ":")
+		switch {
+		case !slices.Contains(phases, phase):
+			return sel, fmt.Errorf("--only: no phase %q (phases: %s)", phase, strings.Join(phases, ", "))
+		case named && phase != "contention":
+			return sel, fmt.Errorf("--only: %s has no parts to choose from, only contention has (contention:NAME)", phase)
+		case named && !slices.Contains(strategyNames, strategy):
+			return sel, fmt.Errorf("--only: no contention strategy %q (strategies: %s)", strategy, strings.Join(strategyNames, ", "))
+		case named:
+			sel.strategies[strategy] = true
+		}
+		sel.phases[phase] = true
+	}
+	return sel, nil
+}
+
+func (s selection) all() bool { return len(s.phases) == 0 }
+
+// phase says whether the phase runs, in whole or in part.
+func (s selection) phase(name string) bool { return s.all() || s.phases[name] }
+
+// strategy says whether a contention strategy runs.
+func (s selection) strategy(name string) bool {
+	return s.phase("contention") && (len(s.strategies) == 0 || s.strategies[name])
 }
 
 func main() {
@@ -47,22 +105,47 @@ func main() {
 func run() (err error) {
 	var p Params
 	quick := flag.Bool("quick", false, "A reduced run for CI smoke use (under a minute): small sizes, short steady state and lease")
-	out := flag.String("out", "docs", "Folder to write benchmarks.json and benchmarks.md into")
+	out := flag.String("out", "", "Folder to write benchmarks.json and benchmarks.md into (default docs, or bin/bench with --only, so that a partial run never replaces the published tables)")
 	gatefold := flag.String("gatefold", "bin/gatefold", "The gatefold binary to run as the manager")
-	flag.IntVar(&p.Routes, "routes", 1008, "Routes (N), one HTTPS listener each; 1008 fills 16 Gateways to the 64-listener cap beside one own listener each")
+	only := flag.String("only", "", "Run only these, comma-separated: phases ("+strings.Join(phases, ", ")+") or contention strategies (contention:limit, contention:floor, contention:update, contention:ssa-per-writer, contention:gatefold); steady and failover run on scale's fragments, so they run scale too")
+	gatefoldArgs := flag.String("gatefold-args", "", "Flags added to every gatefold manager's, space-separated (e.g. \"--merger-workers=8\")")
+	flag.IntVar(&p.Routes, "routes", 1008, "Routes (N), one HTTPS listener each; 1008 fills 16 Gateways to the 64-listener cap beside one own listener each. Also the fragment creates of the admission throughput")
 	flag.IntVar(&p.Gateways, "gateways", 16, "Shared Gateways (G) the routes are spread over")
 	flag.IntVar(&p.Writers, "writers", 32, "Concurrent writers (W), as route controller workers")
-	flag.IntVar(&p.AdmissionCreates, "admission-creates", 200, "Fragment creates timed with and without the webhooks")
-	flag.IntVar(&p.ScaleFragments, "scale-fragments", 10000, "Fragments a fresh leader converges")
+	flag.IntVar(&p.AdmissionCreates, "admission-creates", 200, "Sequential fragment creates timed with and without the webhooks")
+	flag.IntVar(&p.ScaleFragments, "scale-fragments", 10000, "Fragments a leader converges at first install and after a warm restart")
 	flag.IntVar(&p.ScaleGateways, "scale-gateways", 200, "Gateways those fragments are spread over")
-	flag.DurationVar(&p.SteadyState, "steady-state", 60*time.Second, "How long writes are counted after convergence")
+	flag.DurationVar(&p.SteadyState, "steady-state", 60*time.Second, "How long reads and writes are counted in the steady state")
 	flag.DurationVar(&p.LeaseDuration, "lease-duration", 15*time.Second, "The leader Lease duration, gatefold's default")
 	flag.DurationVar(&p.PhaseTimeout, "phase-timeout", 5*time.Minute, "How long a phase may take before it is reported as not converged")
+	flag.DurationVar(&p.Settle, "settle", 2*time.Second, "How long after a phase converged its writes are still counted")
 	flag.StringVar(&p.GoBenchTime, "go-benchtime", "2s", "-benchtime of the Go benchmarks")
 	flag.Parse()
 	if *quick {
+		// The claims of the first install are backfilled within one collect
+		// period: a short one keeps the run short.
 		p = Params{Routes: 24, Gateways: 2, Writers: 4, AdmissionCreates: 20, ScaleFragments: 200, ScaleGateways: 4,
-			SteadyState: 3 * time.Second, LeaseDuration: 3 * time.Second, PhaseTimeout: 30 * time.Second, GoBenchTime: "50ms"}
+			SteadyState: 3 * time.Second, LeaseDuration: 3 * time.Second, PhaseTimeout: 30 * time.Second, Settle: 500 * time.Millisecond,
+			GoBenchTime: "50ms", GatefoldArgs: []string{"--claim-collect-period=3s"}}
+	}
+	p.GatefoldArgs = append(p.GatefoldArgs, strings.Fields(*gatefoldArgs)...)
+	p.GatefoldFlags = managerArgs(p)
+	names := make([]string, 0, 5)
+	for _, s := range strategies(p) {
+		names = append(names, s.name())
+	}
+	sel, err := parseOnly(*only, names)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		*out = "docs"
+		if !sel.all() {
+			*out = filepath.Join("bin", "bench")
+		}
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
 	}
 	// The harness reports its own progress; the managers log to files.
 	ctrl.SetLogger(logr.Discard())
@@ -82,12 +165,12 @@ func run() (err error) {
 
 	started := time.Now()
 	progress("Starting the control plane")
-	env, err := devenv.Start(devenv.Options{Webhooks: true, AuditLog: filepath.Join(dir, "audit.log")})
+	env, err := devenv.Start(devenv.Options{Webhooks: true, AuditLog: filepath.Join(dir, "audit.log"), AuditReads: true})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = env.Stop() }()
-	h, err := newHarness(env, bin, dir)
+	h, err := newHarness(env, bin, dir, p)
 	if err != nil {
 		return err
 	}
@@ -101,18 +184,28 @@ func run() (err error) {
 	}()
 	ctx := context.Background()
 
-	report := &Report{Date: started.UTC().Format(time.RFC3339), Command: commandLine(), Params: p, Quick: *quick}
-	if report.Contention, err = h.contention(ctx, p); err != nil {
-		return fmt.Errorf("contention: %w", err)
+	report := &Report{Date: started.UTC().Format(time.RFC3339), Command: commandLine(), Params: p, Quick: *quick, Gatefold: gatefoldVersion(bin)}
+	if sel.phase("contention") {
+		if report.Contention, err = h.contention(ctx, p, sel); err != nil {
+			return fmt.Errorf("contention: %w", err)
+		}
 	}
-	if report.Admission, err = h.admission(ctx, p); err != nil {
-		return fmt.Errorf("admission: %w", err)
+	if sel.phase("admission") {
+		a, err := h.admission(ctx, p)
+		if err != nil {
+			return fmt.Errorf("admission: %w", err)
+		}
+		report.Admission = &a
 	}
-	if report.Scale, report.Failover, err = h.scaleAndFailover(ctx, p); err != nil {
-		return fmt.Errorf("scale: %w", err)
+	if sel.phase("scale") || sel.phase("steady") || sel.phase("failover") {
+		if report.Scale, report.Steady, report.Failover, err = h.scale(ctx, p, sel); err != nil {
+			return fmt.Errorf("scale: %w", err)
+		}
 	}
-	if report.GoBench, err = goBenchmarks(p.GoBenchTime, *quick); err != nil {
-		return fmt.Errorf("go benchmarks: %w", err)
+	if sel.phase("go") {
+		if report.GoBench, err = goBenchmarks(p.GoBenchTime, *quick); err != nil {
+			return fmt.Errorf("go benchmarks: %w", err)
+		}
 	}
 	if err := h.checkRefusals(); err != nil {
 		return err
@@ -120,6 +213,15 @@ func run() (err error) {
 	report.Seconds = time.Since(started).Seconds()
 	progress("Writing %s/benchmarks.json and %s/benchmarks.md (%.0fs in all)", *out, *out, report.Seconds)
 	return report.write(*out)
+}
+
+// gatefoldVersion is what the binary says of itself.
+func gatefoldVersion(bin string) string {
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		return "gatefold (version unknown: " + err.Error() + ")"
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func commandLine() string {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -15,13 +18,15 @@ type Report struct {
 	Date       string           `json:"date"`
 	Command    string           `json:"command"`
 	Quick      bool             `json:"quick"`
+	Gatefold   string           `json:"gatefold"`
 	Seconds    float64          `json:"seconds"`
 	Params     Params           `json:"params"`
-	Contention []StrategyResult `json:"contention"`
-	Admission  AdmissionResult  `json:"admission"`
-	Scale      ScaleResult      `json:"scale"`
-	Failover   FailoverResult   `json:"failover"`
-	GoBench    []GoBenchmark    `json:"goBenchmarks"`
+	Contention []StrategyResult `json:"contention,omitempty"`
+	Admission  *AdmissionResult `json:"admission,omitempty"`
+	Scale      *ScaleResult     `json:"scale,omitempty"`
+	Steady     *SteadyResult    `json:"steadyState,omitempty"`
+	Failover   *FailoverResult  `json:"failover,omitempty"`
+	GoBench    []GoBenchmark    `json:"goBenchmarks,omitempty"`
 }
 
 // The generated part of benchmarks.md lies between these markers; the rest
@@ -54,6 +59,15 @@ func (r *Report) write(dir string) error {
 	return os.WriteFile(md, []byte(before+beginMarker+"\n"+r.markdown()+endMarker+after), 0o644)
 }
 
+// secs shows a time in seconds, to hundredths below ten seconds, where the
+// references (the floor above all) are short.
+func secs(s float64) string {
+	if s < 10 {
+		return fmt.Sprintf("%.2f s", s)
+	}
+	return fmt.Sprintf("%.1f s", s)
+}
+
 func ratio(a, b float64) string {
 	if b == 0 {
 		return "–"
@@ -72,66 +86,168 @@ var procs = regexp.MustCompile(`-\d+$`)
 
 func (r *Report) markdown() string {
 	var b strings.Builder
-	p := r.Params
 	fmt.Fprintf(&b, "Run on %s with\n\n```sh\n%s\n```\n\n", r.Date, r.Command)
-	fmt.Fprintf(&b, "(%.0f s in all; the machine and its load are in the reading below. Ratios, not absolute times, are what carry over.)\n\n", r.Seconds)
-
-	fmt.Fprintf(&b, "### Contention: %d routes, one HTTPS listener each, on %d Gateways, %d writers\n\n", p.Routes, p.Gateways, p.Writers)
-	var base StrategyResult
-	for _, s := range r.Contention {
-		if s.Strategy == "update" {
-			base = s
+	fmt.Fprintf(&b, "(%.0f s in all; the machine and its load are in the reading below. Ratios, not absolute times, are what carry over. ", r.Seconds)
+	fmt.Fprintf(&b, "%s ran as `gatefold manager %s` besides its addresses.)\n", r.Gatefold, strings.Join(r.Params.GatefoldFlags, " "))
+	if len(r.Contention) > 0 {
+		r.contentionMarkdown(&b)
+	}
+	if r.Admission != nil {
+		r.admissionMarkdown(&b)
+	}
+	if len(r.GoBench) > 0 {
+		b.WriteString("\n### Go benchmarks (`go test -bench`)\n\n| benchmark | time per op | vs the first of its group |\n|---|---|---|\n")
+		first := map[string]float64{}
+		for _, g := range r.GoBench {
+			name := procs.ReplaceAllString(g.Name, "")
+			group, _, _ := strings.Cut(name, "/")
+			if _, ok := first[group]; !ok {
+				first[group] = g.NsPerOp
+			}
+			fmt.Fprintf(&b, "| %s | %.3f ms | %s |\n", name, g.NsPerOp/1e6, ratio(g.NsPerOp, first[group]))
 		}
 	}
-	b.WriteString("| strategy | time to all listeners | vs update | writer requests | gatefold writes | 409 conflicts | server timeouts | Gateway writes | vs update | correct | remove half: time | vs update | stale left | correct |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, s := range r.Contention {
-		fmt.Fprintf(&b, "| %s | %.1f s | %s | %d | %d | %d | %d | %d | %s | %s | %.1f s | %s | %d | %s |\n",
-			s.Strategy, s.Add.Seconds, ratio(s.Add.Seconds, base.Add.Seconds), s.Add.WriterRequests, s.Add.Writes.Gatefold,
-			s.Add.Writes.Conflicts, s.Add.WriterTimeouts, s.Add.GatewayWrites, ratio(float64(s.Add.GatewayWrites), float64(base.Add.GatewayWrites)), yes(s.Add.Correct()),
-			s.Remove.Seconds, ratio(s.Remove.Seconds, base.Remove.Seconds), s.Remove.Extra, yes(s.Remove.Correct()))
+	if r.Scale != nil {
+		r.scaleMarkdown(&b)
 	}
+	if st := r.Steady; st != nil {
+		fmt.Fprintf(&b, "\n### Steady state: %d fragments, the restarted leader serving the webhooks, %.0f s\n\n", st.Fragments, st.Seconds)
+		b.WriteString("| measure | value | target |\n|---|---|---|\n")
+		fmt.Fprintf(&b, "| gatefold reads (get, list; not watch) | %d, %.2f per second%s | ≤ 1 per second |\n", st.Reads.Gatefold, st.ReadsPerSecond, byResource(st.Reads.ByResource))
+		fmt.Fprintf(&b, "| gatefold writes | %d%s | 0 |\n", st.Writes.Gatefold, byResource(st.Writes.ByResource))
+		fmt.Fprintf(&b, "| leader Lease, apart | %d reads, %d writes | |\n", st.Reads.LeaderLease, st.Writes.LeaderLease)
+		fmt.Fprintf(&b, "| applies sent (the leader's metrics) | %.0f Gateway, %.0f status | |\n", st.GatewayApplies, st.StatusApplies)
+		fmt.Fprintf(&b, "| peak RSS of the leader | %d MiB | ≤ 256 MiB |\n", st.PeakRSSBytes>>20)
+	}
+	if f := r.Failover; f != nil {
+		fmt.Fprintf(&b, "\n### Failover: two replicas, the leader killed (SIGKILL), a fragment created at once\n\n")
+		b.WriteString("| measure | value |\n|---|---|\n")
+		fmt.Fprintf(&b, "| lease duration | %.0f s |\n", f.LeaseSeconds)
+		fmt.Fprintf(&b, "| kill → the new fragment's listener on its Gateway | %.1f s (converged: %s) |\n", f.TakeoverSeconds, yes(f.Converged))
+	}
+	return b.String()
+}
+
+// byResource lists counts by resource, most first, in parentheses. The
+// leader Lease is counted apart, so gatefold's other Leases are claims.
+func byResource(counts map[string]int) string {
+	if len(counts) == 0 {
+		return ""
+	}
+	keys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(counts[b]-counts[a], strings.Compare(a, b)) })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", strings.Replace(k, "leases", "leases (claims)", 1), counts[k])
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+func (r *Report) contentionMarkdown(b *strings.Builder) {
+	p := r.Params
+	byName := map[string]StrategyResult{}
+	for _, s := range r.Contention {
+		byName[s.Strategy] = s
+	}
+	lim, flo := byName["limit"], byName["floor"]
+	fmt.Fprintf(b, "\n### Contention: %d routes, one HTTPS listener each, on %d Gateways, %d writers\n\n", p.Routes, p.Gateways, p.Writers)
+	b.WriteString("`limit`: one writer applies each Gateway's full list once (the physical limit). `floor`: the writers create one plain ConfigMap per route (the floor of any design with one object per route). ")
+	b.WriteString("\"Writes returned\": until the last writer's last write returned; \"all there\": until every listener was on its Gateway.\n\n")
+	b.WriteString("| strategy | writers | writes returned | vs floor | all there | vs limit | Gateway writes | per Gateway | 409 conflicts | server timeouts | writer requests | gatefold writes | correct |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range r.Contention {
+		a := s.Add
+		there, vsLimit, gw, perGW := secs(a.Seconds), ratio(a.Seconds, lim.Add.Seconds), fmt.Sprint(a.GatewayWrites), fmt.Sprintf("%.1f", float64(a.GatewayWrites)/float64(p.Gateways))
+		if s.Strategy == "floor" {
+			there, vsLimit, gw, perGW = "–", "–", "–", "–"
+		}
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s | %s | %d | %d | %d | %d | %s |\n",
+			s.Strategy, s.Writers, secs(a.WriteSeconds), ratio(a.WriteSeconds, flo.Add.Seconds), there, vsLimit, gw, perGW,
+			a.Writes.Conflicts, a.WriterTimeouts, a.WriterRequests, a.Writes.Gatefold, yes(a.Correct()))
+	}
+	if g, ok := byName["gatefold"]; ok {
+		a := g.Add
+		fmt.Fprintf(b, "\n**gatefold against the limit and the floor** (targets from issue 11)\n\n")
+		b.WriteString("| measure | gatefold | reference | ratio | target |\n|---|---|---|---|---|\n")
+		fmt.Fprintf(b, "| %d fragment creates through admission, %d writers | %s | %s | %s | ≤ 2× |\n", p.Routes, g.Writers, secs(a.WriteSeconds),
+			reference("floor", flo.Add.Seconds), ratio(a.WriteSeconds, flo.Add.Seconds))
+		fmt.Fprintf(b, "| every listener folded | %s | %s | %s | ≤ 2× |\n", secs(a.Seconds), reference("limit", lim.Add.Seconds), ratio(a.Seconds, lim.Add.Seconds))
+		fmt.Fprintf(b, "| Gateway writes per Gateway | %.1f | 1 | | ≤ 2 |\n", float64(a.GatewayWrites)/float64(p.Gateways))
+		fmt.Fprintf(b, "| 409 conflicts | %d | | | 0 |\n", a.Writes.Conflicts)
+	}
+
+	b.WriteString("\nThen half the routes are removed:\n\n| strategy | writes returned | all gone | vs limit | Gateway writes | 409 conflicts | stale left | correct |\n|---|---|---|---|---|---|---|---|\n")
+	for _, s := range r.Contention {
+		rm := s.Remove
+		gone, vsLimit, gw := secs(rm.Seconds), ratio(rm.Seconds, lim.Remove.Seconds), fmt.Sprint(rm.GatewayWrites)
+		if s.Strategy == "floor" {
+			gone, vsLimit, gw = "–", "–", "–"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %d | %d | %s |\n", s.Strategy, secs(rm.WriteSeconds), gone, vsLimit, gw, rm.Writes.Conflicts, rm.Extra, yes(rm.Correct()))
+	}
+
 	b.WriteString("\n| strategy | listeners per Gateway | Gateway size | managedFields size | writer errors |\n|---|---|---|---|---|\n")
 	for _, s := range r.Contention {
 		errs := "none"
 		if all := append(s.Add.Errors, s.Remove.Errors...); len(all) > 0 {
 			errs = fmt.Sprintf("%d or more, e.g. %s", len(all), all[0])
 		}
-		fmt.Fprintf(&b, "| %s | %.1f | %.1f KiB | %.1f KiB | %s |\n", s.Strategy, s.ListenersPerGateway,
+		if s.Strategy == "floor" {
+			fmt.Fprintf(b, "| %s | – | – | – | %s |\n", s.Strategy, errs)
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %.1f | %.1f KiB | %.1f KiB | %s |\n", s.Strategy, s.ListenersPerGateway,
 			float64(s.GatewayBytes)/1024, float64(s.ManagedFieldsBytes)/1024, errs)
 	}
+}
 
-	a := r.Admission
-	fmt.Fprintf(&b, "\n### Admission: %d sequential fragment creates without, then with, gatefold's webhooks\n\n", a.With.Requests)
-	b.WriteString("| | p50 | p90 | p99 |\n|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| without webhooks | %.1f ms | %.1f ms | %.1f ms |\n", a.Without.P50, a.Without.P90, a.Without.P99)
-	fmt.Fprintf(&b, "| with webhooks | %.1f ms | %.1f ms | %.1f ms |\n", a.With.P50, a.With.P90, a.With.P99)
-	fmt.Fprintf(&b, "| ratio | %s | %s | %s |\n", ratio(a.With.P50, a.Without.P50), ratio(a.With.P90, a.Without.P90), ratio(a.With.P99, a.Without.P99))
-
-	b.WriteString("\n### Go benchmarks (`go test -bench`)\n\n| benchmark | time per op | vs the first of its group |\n|---|---|---|\n")
-	first := map[string]float64{}
-	for _, g := range r.GoBench {
-		name := procs.ReplaceAllString(g.Name, "")
-		group, _, _ := strings.Cut(name, "/")
-		if _, ok := first[group]; !ok {
-			first[group] = g.NsPerOp
-		}
-		fmt.Fprintf(&b, "| %s | %.3f ms | %s |\n", name, g.NsPerOp/1e6, ratio(g.NsPerOp, first[group]))
+// reference names a reference row and its time, or says it did not run.
+func reference(name string, seconds float64) string {
+	if seconds == 0 {
+		return name + ": not run"
 	}
+	return name + ": " + secs(seconds)
+}
 
+func (r *Report) admissionMarkdown(b *strings.Builder) {
+	a := r.Admission
+	fmt.Fprintf(b, "\n### Admission: fragment creates without, then with, gatefold's webhooks\n\n")
+	fmt.Fprintf(b, "%d creates one at a time:\n\n", a.With.Requests)
+	b.WriteString("| | p50 | p90 | p99 |\n|---|---|---|---|\n")
+	fmt.Fprintf(b, "| without webhooks | %.1f ms | %.1f ms | %.1f ms |\n", a.Without.P50, a.Without.P90, a.Without.P99)
+	fmt.Fprintf(b, "| with webhooks | %.1f ms | %.1f ms | %.1f ms |\n", a.With.P50, a.With.P90, a.With.P99)
+	fmt.Fprintf(b, "| ratio (target p99 ≤ 1.5×) | %s | %s | %s |\n", ratio(a.With.P50, a.Without.P50), ratio(a.With.P90, a.Without.P90), ratio(a.With.P99, a.Without.P99))
+	fmt.Fprintf(b, "\n%d creates by %d writers at once, over %d Gateways:\n\n", a.ThroughputWith.Creates, a.ThroughputWith.Writers, r.Params.Gateways)
+	b.WriteString("| | time | creates per second | errors |\n|---|---|---|---|\n")
+	for _, t := range []struct {
+		label string
+		t     Throughput
+	}{{"without webhooks", a.ThroughputWithout}, {"with webhooks", a.ThroughputWith}} {
+		errs := fmt.Sprint(t.t.Errors)
+		if t.t.FirstErrorMsg != "" {
+			errs += ", e.g. " + t.t.FirstErrorMsg
+		}
+		fmt.Fprintf(b, "| %s | %s | %.0f | %s |\n", t.label, secs(t.t.Seconds), t.t.PerSecond, errs)
+	}
+	fmt.Fprintf(b, "| ratio (with / without) | %s | %s | |\n", ratio(a.ThroughputWith.Seconds, a.ThroughputWithout.Seconds), ratio(a.ThroughputWith.PerSecond, a.ThroughputWithout.PerSecond))
+}
+
+func (r *Report) scaleMarkdown(b *strings.Builder) {
 	s := r.Scale
-	fmt.Fprintf(&b, "\n### Scale: %d fragments on %d Gateways, a freshly started leader\n\n", s.Fragments, s.Gateways)
-	b.WriteString("| measure | value |\n|---|---|\n")
-	fmt.Fprintf(&b, "| creating the fragments (no gatefold running) | %.1f s |\n", s.CreateSeconds)
-	fmt.Fprintf(&b, "| leader start → every listener folded and every fragment Accepted | %.1f s (converged: %s) |\n", s.ConvergeSeconds, yes(s.Converged))
-	fmt.Fprintf(&b, "| peak RSS of the manager | %d MiB |\n", s.PeakRSSBytes>>20)
-	fmt.Fprintf(&b, "| writes in the following %.0f s of steady state (goal 0) | %d audited (plus %d leader Lease renewals); %.0f Gateway applies sent |\n",
-		s.SteadySeconds, s.SteadyWrites.Gatefold, s.SteadyWrites.LeaderLease, s.SteadyGatewayApplies)
-
-	f := r.Failover
-	fmt.Fprintf(&b, "\n### Failover: two replicas, the leader killed (SIGKILL), a fragment created at once\n\n")
-	b.WriteString("| measure | value |\n|---|---|\n")
-	fmt.Fprintf(&b, "| lease duration | %.0f s |\n", f.LeaseSeconds)
-	fmt.Fprintf(&b, "| kill → the new fragment's listener on its Gateway | %.1f s (converged: %s) |\n", f.TakeoverSeconds, yes(f.Converged))
-	return b.String()
+	in, re := s.Install, s.Restart
+	fmt.Fprintf(b, "\n### Scale: %d fragments on %d Gateways\n\n", s.Fragments, s.Gateways)
+	b.WriteString("First install: the fragments created while gatefold is stopped (no status, no claim), then a leader started, serving the webhooks.\n\n")
+	b.WriteString("| measure | value | target |\n|---|---|---|\n")
+	fmt.Fprintf(b, "| creating the fragments and Gateways (gatefold stopped) | %.1f s | |\n", in.CreateSeconds)
+	fmt.Fprintf(b, "| leader start → every listener folded and every fragment Accepted | %s (converged: %s) | |\n", secs(in.ConvergeSeconds), yes(in.Converged))
+	fmt.Fprintf(b, "| that, as a ratio of the creates | %s | ≤ 1.5× |\n", ratio(in.ConvergeSeconds, in.CreateSeconds))
+	fmt.Fprintf(b, "| gatefold writes until then | %d%s | |\n", in.ConvergeWrites.Gatefold, byResource(in.ConvergeWrites.ByResource))
+	fmt.Fprintf(b, "| leader start → every claim backfilled, then nothing sent for %.0f s | %.1f s (settled: %s) | |\n", quiet.Seconds(), in.SettleSeconds, yes(in.Settled))
+	fmt.Fprintf(b, "| gatefold writes until then | %d%s | |\n", in.SettleWrites.Gatefold, byResource(in.SettleWrites.ByResource))
+	fmt.Fprintf(b, "| peak RSS of the leader | %d MiB | |\n", in.PeakRSSBytes>>20)
+	b.WriteString("\nWarm restart: that leader stopped, a new one started where every status is current. Converged: its `gatefold_merger_folds_total` shows it folded every Gateway once.\n\n")
+	b.WriteString("| measure | value | target |\n|---|---|---|\n")
+	fmt.Fprintf(b, "| leader start → converged | %s (converged: %s) | ≤ 5 s |\n", secs(re.ConvergeSeconds), yes(re.Converged))
+	fmt.Fprintf(b, "| gatefold writes until %s after | %d%s | 0 |\n", r.Params.Settle, re.Writes.Gatefold, byResource(re.Writes.ByResource))
+	fmt.Fprintf(b, "| applies sent (its metrics) | %.0f Gateway, %.0f status | 0 |\n", re.GatewayApplies, re.StatusApplies)
 }

@@ -5,31 +5,72 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/api/v1alpha1"
 )
 
-// ScaleResult is how a fresh leader copes with many fragments.
+// ScaleResult is how gatefold copes with many fragments: installed after
+// they exist, and restarted once they are all folded.
 type ScaleResult struct {
-	Fragments     int     `json:"fragments"`
-	Gateways      int     `json:"gateways"`
+	Fragments int           `json:"fragments"`
+	Gateways  int           `json:"gateways"`
+	Install   InstallResult `json:"firstInstall"`
+	Restart   RestartResult `json:"warmRestart"`
+}
+
+// InstallResult is the first install: the fragments are created while
+// gatefold is stopped (so none has a status or a claim), then a leader
+// starts.
+type InstallResult struct {
 	CreateSeconds float64 `json:"createSeconds"`
-	Converged     bool    `json:"converged"`
 	// ConvergeSeconds runs from the leader's process start until every
-	// Gateway holds its listeners and every fragment reports Accepted.
+	// Gateway holds its listeners and every fragment reports Accepted;
+	// ConvergeWrites are gatefold's writes in that time.
+	Converged       bool    `json:"converged"`
 	ConvergeSeconds float64 `json:"convergeSeconds"`
-	PeakRSSBytes    int64   `json:"peakRSSBytes"`
-	// Steady-state writes: audited, and the leader's own count of Gateway
-	// applies sent (written or no-op).
-	SteadySeconds        float64 `json:"steadySeconds"`
-	SteadyWrites         writes  `json:"steadyWrites"`
-	SteadyGatewayApplies float64 `json:"steadyGatewayApplies"`
+	ConvergeWrites  writes  `json:"convergeWrites"`
+	// SettleSeconds runs until every fragment's claim is backfilled too and
+	// the leader then sent nothing for the quiet period; SettleWrites are
+	// gatefold's writes until then.
+	Settled       bool    `json:"settled"`
+	SettleSeconds float64 `json:"settleSeconds"`
+	SettleWrites  writes  `json:"settleWrites"`
+	PeakRSSBytes  int64   `json:"peakRSSBytes"`
+}
+
+// RestartResult is a warm restart: the leader stopped, a new one started
+// while every status is current, so nothing changes on the API server.
+type RestartResult struct {
+	// ConvergeSeconds runs from the new leader's process start until its
+	// gatefold_merger_folds_total shows it folded every Gateway once.
+	Converged       bool    `json:"converged"`
+	ConvergeSeconds float64 `json:"convergeSeconds"`
+	// Writes are gatefold's writes from the start until Params.Settle after
+	// that; the applies are what the leader's metrics say it sent.
+	Writes         writes  `json:"writes"`
+	GatewayApplies float64 `json:"gatewayApplies"`
+	StatusApplies  float64 `json:"statusApplies"`
+}
+
+// SteadyResult is what the restarted leader, serving the webhooks, does
+// while nothing changes.
+type SteadyResult struct {
+	Fragments      int     `json:"fragments"`
+	Seconds        float64 `json:"seconds"`
+	Reads          reads   `json:"reads"`
+	ReadsPerSecond float64 `json:"readsPerSecond"`
+	Writes         writes  `json:"writes"`
+	GatewayApplies float64 `json:"gatewayApplies"`
+	StatusApplies  float64 `json:"statusApplies"`
+	PeakRSSBytes   int64   `json:"peakRSSBytes"`
 }
 
 // FailoverResult is how long a change made right after the leader dies
@@ -42,22 +83,59 @@ type FailoverResult struct {
 
 const scaleNamespace = "scale"
 
-func (h *harness) scaleAndFailover(ctx context.Context, p Params) (ScaleResult, FailoverResult, error) {
-	res := ScaleResult{Fragments: p.ScaleFragments, Gateways: p.ScaleGateways}
-	fo := FailoverResult{LeaseSeconds: p.LeaseDuration.Seconds()}
+// quiet is how long the first leader must send nothing to have settled.
+const quiet = 2 * time.Second
+
+// scale runs the first install and the warm restart, then, as only asks,
+// the steady state and the failover, each on the state the one before
+// left.
+func (h *harness) scale(ctx context.Context, p Params, only selection) (*ScaleResult, *SteadyResult, *FailoverResult, error) {
+	res := &ScaleResult{Fragments: p.ScaleFragments, Gateways: p.ScaleGateways}
 	for _, m := range h.managers {
 		m.stop()
 	}
+	h.serving = nil
 	if err := h.setWebhooks(ctx, false); err != nil {
-		return res, fo, err
+		return res, nil, nil, err
 	}
+	if err := h.cleanUp(ctx); err != nil {
+		return res, nil, nil, err
+	}
+	if err := h.createScale(ctx, p, res); err != nil {
+		return res, nil, nil, err
+	}
+	watch, err := h.watchScale(ctx)
+	if err != nil {
+		return res, nil, nil, err
+	}
+	leader, err := h.firstInstall(ctx, p, watch, &res.Install)
+	if err != nil {
+		return res, nil, nil, err
+	}
+	if leader, err = h.warmRestart(ctx, p, leader, &res.Restart); err != nil {
+		return res, nil, nil, err
+	}
+	var steady *SteadyResult
+	if only.phase("steady") {
+		if steady, err = h.steady(p, leader); err != nil {
+			return res, nil, nil, err
+		}
+	}
+	if !only.phase("failover") {
+		return res, steady, nil, nil
+	}
+	fo, err := h.failover(ctx, p, leader)
+	return res, steady, fo, err
+}
+
+func (h *harness) createScale(ctx context.Context, p Params, res *ScaleResult) error {
 	progress("Scale: creating %d fragments on %d Gateways with no gatefold running", p.ScaleFragments, p.ScaleGateways)
 	setup, err := h.client("bench-setup")
 	if err != nil {
-		return res, fo, err
+		return err
 	}
-	if err := setup.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scaleNamespace}}); err != nil {
-		return res, fo, err
+	if err := h.namespace(ctx, scaleNamespace); err != nil {
+		return err
 	}
 	start := time.Now()
 	gateways := make([]int, p.ScaleGateways)
@@ -74,7 +152,7 @@ func (h *harness) scaleAndFailover(ctx context.Context, p Params) (ScaleResult, 
 			},
 		})
 	}); err != nil {
-		return res, fo, err
+		return err
 	}
 	items := make([]int, p.ScaleFragments)
 	for i := range items {
@@ -83,70 +161,254 @@ func (h *harness) scaleAndFailover(ctx context.Context, p Params) (ScaleResult, 
 	if err := parallel(p.Writers, items, func(i int) error {
 		return setup.Create(ctx, scaleFragment(i, fmt.Sprintf("scale-%d", i%p.ScaleGateways)))
 	}); err != nil {
-		return res, fo, err
+		return err
 	}
-	res.CreateSeconds = time.Since(start).Seconds()
+	res.Install.CreateSeconds = time.Since(start).Seconds()
+	return nil
+}
 
-	leaseDuration = p.LeaseDuration
-	progress("Scale: starting a fresh leader")
-	leader, err := h.startManager("scale-leader", mustFreePort())
+// watchScale starts an informer cache of the scale namespace's Gateways
+// and fragments and of the claims, so that waiting for convergence costs
+// the API server one watch instead of a list of every fragment each time.
+func (h *harness) watchScale(ctx context.Context) (cache.Cache, error) {
+	c, err := cache.New(h.config("bench-observer"), cache.Options{Scheme: scheme.New(),
+		DefaultNamespaces: map[string]cache.Config{scaleNamespace: {}, systemNamespace: {}}})
 	if err != nil {
-		return res, fo, err
+		return nil, err
 	}
+	go func() { _ = c.Start(ctx) }()
+	if _, err := c.GetInformer(ctx, &v1alpha1.ListenerFragment{}); err != nil {
+		return nil, err
+	}
+	if _, err := c.GetInformer(ctx, &gwv1.Gateway{}); err != nil {
+		return nil, err
+	}
+	lease := &metav1.PartialObjectMetadata{}
+	lease.SetGroupVersionKind(coordinationv1.SchemeGroupVersion.WithKind("Lease"))
+	if _, err := c.GetInformer(ctx, lease); err != nil {
+		return nil, err
+	}
+	if !c.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("the observer's cache did not sync")
+	}
+	return c, nil
+}
+
+func claimList() *metav1.PartialObjectMetadataList {
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(coordinationv1.SchemeGroupVersion.WithKind("LeaseList"))
+	return l
+}
+
+// scaleFolded says whether every scale Gateway holds perGateway listeners
+// and every scale fragment reports Accepted=True.
+func scaleFolded(ctx context.Context, c client.Reader, p Params) bool {
 	perGateway := 1 + p.ScaleFragments/p.ScaleGateways
-	res.Converged = h.waitScaleConverged(ctx, p, perGateway)
-	res.ConvergeSeconds = time.Since(leader.started).Seconds()
+	gws := &gwv1.GatewayList{}
+	if c.List(ctx, gws, client.InNamespace(scaleNamespace)) != nil || len(gws.Items) != p.ScaleGateways {
+		return false
+	}
+	for _, gw := range gws.Items {
+		if len(gw.Spec.Listeners) != perGateway {
+			return false
+		}
+	}
+	list := &v1alpha1.ListenerFragmentList{}
+	if c.List(ctx, list, client.InNamespace(scaleNamespace)) != nil {
+		return false
+	}
+	accepted := 0
+	for _, lf := range list.Items {
+		if meta.IsStatusConditionTrue(lf.Status.Conditions, string(v1alpha1.FragmentConditionAccepted)) {
+			accepted++
+		}
+	}
+	return accepted == p.ScaleFragments
+}
+
+func claims(ctx context.Context, c client.Reader) int {
+	l := claimList()
+	if c.List(ctx, l, client.InNamespace(systemNamespace), client.HasLabels{claimLabel}) != nil {
+		return -1
+	}
+	return len(l.Items)
+}
+
+// poll calls done every interval until it says true, and returns when, or
+// the zero time after timeout.
+func poll(timeout, interval time.Duration, done func() bool) time.Time {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(interval) {
+		if done() {
+			return time.Now()
+		}
+	}
+	return time.Time{}
+}
+
+// firstInstall starts a leader, as installed (serving the webhooks), on
+// fragments it never saw, and times it until they are folded and reported,
+// then until it settled.
+func (h *harness) firstInstall(ctx context.Context, p Params, watch cache.Cache, res *InstallResult) (*manager, error) {
+	progress("Scale: first install, a leader starts on %d fragments with no status", p.ScaleFragments)
+	converged := make(chan time.Time, 1)
+	go func() {
+		converged <- poll(p.PhaseTimeout, 100*time.Millisecond, func() bool { return scaleFolded(ctx, watch, p) })
+	}()
+	leader, err := h.serve(ctx, "install-leader")
+	if err != nil {
+		return nil, err
+	}
+	at := <-converged
+	res.Converged = !at.IsZero()
+	if !res.Converged {
+		at = time.Now()
+	}
+	res.ConvergeSeconds = at.Sub(leader.started).Seconds()
+	if res.ConvergeWrites, err = h.countWrites(leader.started, at); err != nil {
+		return nil, err
+	}
+	progress("  converged=%v in %.1fs (%.2f× the creates); waiting for the claims", res.Converged, res.ConvergeSeconds, res.ConvergeSeconds/res.CreateSeconds)
+
+	// Settled: every claim backfilled, and nothing sent for quiet.
+	var last [4]float64
+	changed := time.Now()
+	settled := poll(p.PhaseTimeout, 200*time.Millisecond, func() bool {
+		g, s, r, err := leader.applies()
+		now := [4]float64{g, s, r, float64(claims(ctx, watch))}
+		if err != nil || now != last {
+			last, changed = now, time.Now()
+			return false
+		}
+		return int(now[3]) == p.ScaleFragments && time.Since(changed) >= quiet
+	})
+	res.Settled = !settled.IsZero()
+	if !res.Settled {
+		changed = time.Now()
+	}
+	res.SettleSeconds = changed.Sub(leader.started).Seconds()
+	if res.SettleWrites, err = h.countWrites(leader.started, changed.Add(quiet)); err != nil {
+		return nil, err
+	}
 	if res.PeakRSSBytes, err = leader.peakRSS(); err != nil {
-		return res, fo, err
+		return nil, err
 	}
-	progress("  converged=%v in %.1fs, peak RSS %d MiB; counting writes for %s", res.Converged, res.ConvergeSeconds, res.PeakRSSBytes>>20, p.SteadyState)
+	progress("  settled=%v in %.1fs, %d writes; peak RSS %d MiB", res.Settled, res.SettleSeconds, res.SettleWrites.Gatefold, res.PeakRSSBytes>>20)
+	return leader, nil
+}
 
-	applies := func() float64 {
-		w, _ := leader.counter("gatefold_merger_gateway_applies_total", map[string]string{"result": "written"})
-		n, _ := leader.counter("gatefold_merger_gateway_applies_total", map[string]string{"result": "noop"})
-		return w + n
+// warmRestart stops the leader and starts a new one, serving the webhooks,
+// where every status is current.
+func (h *harness) warmRestart(ctx context.Context, p Params, old *manager, res *RestartResult) (*manager, error) {
+	progress("Scale: warm restart, a new leader where every status is current")
+	old.stop()
+	leader, err := h.launch("restart-leader", h.env.WebhookPort())
+	if err != nil {
+		return nil, err
 	}
-	before, steadyStart := applies(), time.Now()
+	h.serving = leader
+	at := poll(p.PhaseTimeout, 50*time.Millisecond, func() bool {
+		folds, err := leader.counter("gatefold_merger_folds_total", nil)
+		return err == nil && folds >= float64(p.ScaleGateways)
+	})
+	res.Converged = !at.IsZero()
+	if !res.Converged {
+		at = time.Now()
+	}
+	res.ConvergeSeconds = at.Sub(leader.started).Seconds()
+	if err := leader.waitReady(); err != nil {
+		return nil, err
+	}
+	time.Sleep(time.Until(at.Add(p.Settle)))
+	if res.Writes, err = h.countWrites(leader.started, time.Now()); err != nil {
+		return nil, err
+	}
+	if res.GatewayApplies, res.StatusApplies, _, err = leader.applies(); err != nil {
+		return nil, err
+	}
+	progress("  converged=%v in %.1fs, %d writes", res.Converged, res.ConvergeSeconds, res.Writes.Gatefold)
+	return leader, nil
+}
+
+// steady counts what the leader reads and writes for p.SteadyState while
+// nothing changes.
+func (h *harness) steady(p Params, leader *manager) (*SteadyResult, error) {
+	progress("Steady state: counting reads and writes for %s", p.SteadyState)
+	res := &SteadyResult{Fragments: p.ScaleFragments}
+	g0, s0, _, err := leader.applies()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
 	time.Sleep(p.SteadyState)
-	res.SteadyGatewayApplies = applies() - before
-	res.SteadySeconds = time.Since(steadyStart).Seconds()
-	if res.SteadyWrites, err = h.countWrites(steadyStart, time.Now()); err != nil {
-		return res, fo, err
+	end := time.Now()
+	res.Seconds = end.Sub(start).Seconds()
+	g1, s1, _, err := leader.applies()
+	if err != nil {
+		return nil, err
 	}
+	res.GatewayApplies, res.StatusApplies = g1-g0, s1-s0
+	if res.Writes, err = h.countWrites(start, end); err != nil {
+		return nil, err
+	}
+	if res.Reads, err = h.countReads(start, end); err != nil {
+		return nil, err
+	}
+	res.ReadsPerSecond = float64(res.Reads.Gatefold) / res.Seconds
+	if res.PeakRSSBytes, err = leader.peakRSS(); err != nil {
+		return nil, err
+	}
+	progress("  %d reads (%.2f/s), %d writes; peak RSS %d MiB", res.Reads.Gatefold, res.ReadsPerSecond, res.Writes.Gatefold, res.PeakRSSBytes>>20)
+	return res, nil
+}
 
+// failover kills the leader while a follower waits, and times a fragment
+// created at once until it is folded. The webhooks are removed first: the
+// leader served them.
+func (h *harness) failover(ctx context.Context, p Params, leader *manager) (*FailoverResult, error) {
+	fo := &FailoverResult{LeaseSeconds: p.LeaseDuration.Seconds()}
 	progress("Failover: a follower joins, the leader is killed, a fragment is created")
+	if err := h.setWebhooks(ctx, false); err != nil {
+		return nil, err
+	}
+	setup, err := h.client("bench-setup")
+	if err != nil {
+		return nil, err
+	}
 	follower, err := h.startManager("scale-follower", mustFreePort())
 	if err != nil {
-		return res, fo, err
+		return nil, err
 	}
 	time.Sleep(3 * time.Second) // the follower's cache syncs
 	if err := leader.cmd.Process.Kill(); err != nil {
-		return res, fo, err
+		return nil, err
 	}
+	h.serving = nil
 	killed := time.Now()
 	lf := scaleFragment(p.ScaleFragments, "scale-0")
 	if err := setup.Create(ctx, lf); err != nil {
-		return res, fo, err
+		return nil, err
 	}
 	host := string(*lf.Spec.Listeners[0].Hostname)
-	for deadline := killed.Add(p.PhaseTimeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	landed := poll(p.PhaseTimeout, 100*time.Millisecond, func() bool {
 		gw := &gwv1.Gateway{}
 		if err := h.observer.Get(ctx, client.ObjectKey{Namespace: scaleNamespace, Name: "scale-0"}, gw); err != nil {
-			continue
+			return false
 		}
 		for _, l := range gw.Spec.Listeners {
 			if string(ptr.Deref(l.Hostname, "")) == host {
-				fo.Converged = true
+				return true
 			}
 		}
-		if fo.Converged {
-			break
-		}
+		return false
+	})
+	fo.Converged = !landed.IsZero()
+	if !fo.Converged {
+		landed = time.Now()
 	}
-	fo.TakeoverSeconds = time.Since(killed).Seconds()
+	fo.TakeoverSeconds = landed.Sub(killed).Seconds()
 	progress("  converged=%v %.1fs after the kill (lease %s)", fo.Converged, fo.TakeoverSeconds, p.LeaseDuration)
 	follower.stop()
-	return res, fo, nil
+	return fo, nil
 }
 
 func mustFreePort() int {
@@ -167,39 +429,4 @@ func scaleFragment(i int, gateway string) *v1alpha1.ListenerFragment {
 				TLS:      &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert"}}}}},
 		},
 	}
-}
-
-// waitScaleConverged waits until every Gateway holds perGateway listeners
-// and every fragment reports Accepted=True.
-func (h *harness) waitScaleConverged(ctx context.Context, p Params, perGateway int) bool {
-	deadline := time.Now().Add(p.PhaseTimeout)
-	for ; time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		gws := &gwv1.GatewayList{}
-		if h.observer.List(ctx, gws, client.InNamespace(scaleNamespace)) != nil {
-			continue
-		}
-		done := len(gws.Items) == p.ScaleGateways
-		for _, gw := range gws.Items {
-			done = done && len(gw.Spec.Listeners) == perGateway
-		}
-		if done {
-			break
-		}
-	}
-	for ; time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-		list := &v1alpha1.ListenerFragmentList{}
-		if h.observer.List(ctx, list, client.InNamespace(scaleNamespace)) != nil {
-			continue
-		}
-		accepted := 0
-		for _, lf := range list.Items {
-			if meta.IsStatusConditionTrue(lf.Status.Conditions, string(v1alpha1.FragmentConditionAccepted)) {
-				accepted++
-			}
-		}
-		if accepted == p.ScaleFragments {
-			return true
-		}
-	}
-	return false
 }
