@@ -21,8 +21,9 @@ import (
 )
 
 // Reconciler folds the fragments of one Gateway, the request's key, and
-// writes the difference: the Gateway's listeners, the fragments' statuses
-// and the ReferenceGrants the folded listeners need.
+// writes the difference: the Gateway's listeners and the ReferenceGrants the
+// folded listeners need. It publishes the fragments' statuses to the status
+// writers (statusWriter).
 type Reconciler struct {
 	// Client reads from the cache and writes to the API server.
 	Client client.Client
@@ -41,6 +42,8 @@ type Reconciler struct {
 
 	carried  carriedMemo
 	refusals refusalMemo
+	debounce *debouncer
+	reports  reports
 }
 
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=patch
@@ -49,6 +52,9 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if wait := r.debounce.due(req); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	in, err := r.read(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -73,16 +79,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	changed := false
 	for i := range in.Fragments {
 		lf := &in.Fragments[i]
-		switch err := r.applyStatus(ctx, lf, res.Statuses[keyOf(lf)]); {
-		case errors.Is(err, errFenced):
-			return ctrl.Result{}, nil
-		case apierrors.IsConflict(err):
-			// This view of the fragment is stale: write nothing more for it.
-			changed = true
-			continue
-		case err != nil:
-			errs = append(errs, err)
-		}
+		r.reports.publish(lf, res.Statuses[keyOf(lf)])
 		// After a refused apply the Gateway still carries the listeners it
 		// had: their grants must stay as they are.
 		if r.ManageReferenceGrants && gatewayRefused == nil {

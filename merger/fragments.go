@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,16 +18,10 @@ import (
 	"github.com/gatefold/gatefold/rules"
 )
 
-// applyStatus server-side applies a fragment's status when it differs from
-// the stored one (a 409 when the fragment changed since the fold read it),
-// and records an event for each listener whose outcome
-// changed.
+// applyStatus server-side applies a fragment's status, stamped with its
+// transition times (a 409 when the fragment changed since the cache showed
+// it), and records an event for each listener whose outcome changed.
 func (r *Reconciler) applyStatus(ctx context.Context, lf *v1alpha1.ListenerFragment, desired v1alpha1.ListenerFragmentStatus) error {
-	desired = withTransitionTimes(desired, lf.Status, metav1.Now())
-	if equality.Semantic.DeepEqual(desired, lf.Status) {
-		statusApplies.WithLabelValues(resultUnchanged).Inc()
-		return nil
-	}
 	if err := r.fenced(); err != nil {
 		return err
 	}
@@ -83,8 +76,9 @@ func listenerStatus(st v1alpha1.ListenerFragmentStatus, name gwv1.SectionName) v
 	return v1alpha1.ListenerStatus{}
 }
 
-// recordEvents tells the fragment's owner what changed: listeners folded or
-// not folded, or the fragment not accepted at all. The events API merges
+// recordEvents tells the fragment's owner what changed: listeners folded
+// after they were not, listeners not folded, or the fragment not accepted at
+// all. The events API merges
 // events of one object and reason into a series that keeps the first note,
 // so there is one event per reason, naming every listener it concerns.
 func (r *Reconciler) recordEvents(lf *v1alpha1.ListenerFragment, old, updated v1alpha1.ListenerFragmentStatus) {
@@ -101,6 +95,11 @@ func (r *Reconciler) recordEvents(lf *v1alpha1.ListenerFragment, old, updated v1
 		now := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerEntryConditionAccepted))
 		prev := meta.FindStatusCondition(listenerStatus(old, l.Name).Conditions, now.Type)
 		if prev != nil && prev.Status == now.Status && prev.Reason == now.Reason {
+			continue
+		}
+		if prev == nil && now.Status == metav1.ConditionTrue {
+			// A listener folded at its first report: the status says so,
+			// and thousands of new fragments need no thousands of events.
 			continue
 		}
 		reason := now.Reason

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
@@ -28,6 +29,11 @@ type Options struct {
 	ManageReferenceGrants bool
 	// Workers is how many Gateways are folded at once.
 	Workers int
+	// StatusWorkers is how many fragment statuses are written at once.
+	StatusWorkers int
+	// Debounce is the quiet period a Gateway's events must leave before it
+	// is folded, and DebounceMax the longest a burst of events delays it.
+	Debounce, DebounceMax time.Duration
 	// Resync is how often every Gateway is folded again without an event.
 	Resync time.Duration
 	// Fence, when set, fails while this replica may no longer lead: the
@@ -65,19 +71,34 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ListenerFragment{}, certificateNamespaceIndex, certificateNamespaces); err != nil {
 		return fmt.Errorf("indexing fragments by certificate namespace: %w", err)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	r.debounce = newDebouncer(opts.Debounce, opts.DebounceMax)
+	err := ctrl.NewControllerManagedBy(mgr).
 		Named("merger").
-		For(&gwv1.Gateway{}).
+		Watches(&gwv1.Gateway{}, debounced(r.debounce, &handler.EnqueueRequestForObject{})).
 		// Only spec changes matter: the merger's own status writes must not
 		// fold the Gateway again.
-		Watches(&v1alpha1.ListenerFragment{}, handler.EnqueueRequestsFromMapFunc(parentOfFragment),
+		Watches(&v1alpha1.ListenerFragment{}, debounced(r.debounce, handler.EnqueueRequestsFromMapFunc(parentOfFragment)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Labels are all the merger reads of a namespace.
-		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfNamespace),
+		WatchesMetadata(&corev1.Namespace{}, debounced(r.debounce, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfNamespace)),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		Watches(&gwv1.ReferenceGrant{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfGrant)).
+		Watches(&gwv1.ReferenceGrant{}, debounced(r.debounce, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfGrant))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
 		Complete(r)
+	if err != nil {
+		return err
+	}
+	// Every change of a fragment, its status included, brings its pending
+	// report back: a status someone else wrote meanwhile is stamped afresh.
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("merger-status").
+		For(&v1alpha1.ListenerFragment{}).
+		WatchesRawSource(source.Func(func(_ context.Context, q queue) error {
+			r.reports.queue.Store(&q)
+			return nil
+		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.StatusWorkers}).
+		Complete(statusWriter{r: r})
 }
 
 func parentOfFragment(_ context.Context, o client.Object) []reconcile.Request {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -88,17 +89,17 @@ func startDevManager(ctx context.Context, env *devenv.Env) (<-chan error, error)
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: devNamespace}}); err != nil {
 		return nil, fmt.Errorf("creating namespace %s: %w", devNamespace, err)
 	}
-	o := managerOptions{
-		metrics:     metricsOptions{bindAddress: "0"},
-		probeAddr:   "0",
-		webhookHost: env.WebhookHost(),
-		webhookPort: env.WebhookPort(),
-		certDir:     env.WebhookCertDir(), // envtest's, which the API server trusts
-		certs:       certOptions{mode: certs.ModeCertManager},
-	}
+	// The manager's defaults, then what a process beside its own control
+	// plane needs.
+	var o managerOptions
+	o.bindFlags(flag.NewFlagSet("manager", flag.ContinueOnError))
+	o.metrics.bindAddress, o.probeAddr = "0", "0"
+	o.webhookHost, o.webhookPort = env.WebhookHost(), env.WebhookPort()
+	o.certDir = env.WebhookCertDir() // envtest's, which the API server trusts
+	o.certs.mode = certs.ModeCertManager
 	o.webhook.ClaimsNamespace = devNamespace
 	o.webhook.ClaimGrace, o.webhook.CollectPeriod = 30*time.Second, 15*time.Second
-	o.merger.ManageReferenceGrants, o.merger.Workers, o.merger.Resync = true, 4, 10*time.Minute
+	o.leaderElect = false
 	done := make(chan error, 1)
 	go func() { done <- startManager(ctx, env.Config, o) }()
 	return done, nil

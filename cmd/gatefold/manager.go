@@ -54,6 +54,9 @@ func (o *managerOptions) bindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.webhook.CollectPeriod, "claim-collect-period", 15*time.Second, "How often the leader releases claims no fragment wants and backfills claims stored fragments lack (one list of claims a round)")
 	fs.BoolVar(&o.merger.ManageReferenceGrants, "manage-reference-grants", true, "Keep a ReferenceGrant per fragment that lets its Gateway read the fragment's certificate Secrets; false leaves granting to you")
 	fs.IntVar(&o.merger.Workers, "merger-workers", 4, "How many Gateways the merger folds at once")
+	fs.IntVar(&o.merger.StatusWorkers, "merger-status-workers", 16, "How many fragment statuses the merger writes at once, apart from its folds")
+	fs.DurationVar(&o.merger.Debounce, "merger-debounce", 200*time.Millisecond, "How long a Gateway's events must stay quiet before it is folded: a burst of fragment changes costs one Gateway write")
+	fs.DurationVar(&o.merger.DebounceMax, "merger-debounce-max", 5*time.Second, "The longest a burst of events delays a Gateway's fold, however busy it stays")
 	fs.DurationVar(&o.merger.Resync, "merger-resync-period", 10*time.Minute, "How often every Gateway is folded again without an event, which repairs statuses someone else changed; a current one writes nothing")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect one leader among the replicas to run the merger; false runs it in every replica, for a single replica only")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "gatefold-leader", "Name of the Lease the replicas elect the leader with")
@@ -98,6 +101,16 @@ func (o *managerOptions) validate() error {
 		return fmt.Errorf("--claim-collect-period is %v: it must be positive", period)
 	case period > grace/2:
 		return fmt.Errorf("--claim-collect-period is %v: it must be at most half of --claim-grace (%v), or a slow round breaks the collector's view of a claim unwanted for the whole grace", period, grace)
+	}
+	switch m := o.merger; {
+	case m.Workers < 1:
+		return fmt.Errorf("--merger-workers is %d: it must be at least 1", m.Workers)
+	case m.StatusWorkers < 1:
+		return fmt.Errorf("--merger-status-workers is %d: it must be at least 1", m.StatusWorkers)
+	case m.Debounce < 0:
+		return fmt.Errorf("--merger-debounce is %v: it must not be negative", m.Debounce)
+	case m.DebounceMax < m.Debounce:
+		return fmt.Errorf("--merger-debounce-max is %v: it must be at least --merger-debounce (%v)", m.DebounceMax, m.Debounce)
 	}
 	return nil
 }

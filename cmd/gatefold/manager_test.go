@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-func TestManagerRefusesClaimFlagsItCannotRunWith(t *testing.T) {
+func TestManagerRefusesFlagsItCannotRunWith(t *testing.T) {
 	tests := map[string]struct {
 		args []string
 		want string
@@ -18,6 +18,8 @@ func TestManagerRefusesClaimFlagsItCannotRunWith(t *testing.T) {
 		"no collect period (time.NewTicker panics)":       {args: []string{"--claim-collect-period=0"}, want: "--claim-collect-period is 0s: it must be positive"},
 		"a negative collect period":                       {args: []string{"--claim-collect-period=-1s"}, want: "--claim-collect-period is -1s: it must be positive"},
 		"a collect period over half the grace":            {args: []string{"--claim-grace=20s", "--claim-collect-period=11s"}, want: "--claim-collect-period is 11s: it must be at most half of --claim-grace (20s)"},
+		"no status workers":                               {args: []string{"--merger-status-workers=0"}, want: "--merger-status-workers is 0: it must be at least 1"},
+		"a debounce longer than its maximum":              {args: []string{"--merger-debounce=2s", "--merger-debounce-max=1s"}, want: "--merger-debounce-max is 1s: it must be at least --merger-debounce (2s)"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -561,25 +561,32 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 	}
 	writes, skipped := written(), counter(t, "gatefold_merger_gateway_applies_total", map[string]string{"result": "unchanged"})
 
-	// Events that make the merger fold again without changing anything.
+	// Events that make the merger fold again without changing anything, one
+	// at a time: the merger folds a burst of events once. The counter is
+	// every Gateway's, so each event is also given well over the debounce.
+	folded := func(want float64) {
+		eventually(t, func() error {
+			if n := counter(t, "gatefold_merger_gateway_applies_total", map[string]string{"result": "unchanged"}); n < skipped+want {
+				return fmt.Errorf("the merger folded %v times since, want %v", n-skipped, want)
+			}
+			return nil
+		})
+		time.Sleep(time.Second)
+	}
 	current := &gwv1.Gateway{}
 	get(t, client.ObjectKeyFromObject(gw), current)
 	current.Annotations = map[string]string{"example.com/touched": "yes"}
 	if err := env.Client.Update(ctx, current); err != nil {
 		t.Fatal(err)
 	}
+	folded(1)
 	ns := &corev1.Namespace{}
 	get(t, client.ObjectKey{Name: shop}, ns)
 	ns.Labels["touched"] = "yes"
 	if err := env.Client.Update(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() error {
-		if n := counter(t, "gatefold_merger_gateway_applies_total", map[string]string{"result": "unchanged"}); n < skipped+2 {
-			return fmt.Errorf("the merger folded %v times since, want 2", n-skipped)
-		}
-		return nil
-	})
+	folded(2)
 	time.Sleep(500 * time.Millisecond)
 	if n := written(); n != writes {
 		t.Errorf("The merger made %v writes in a steady state", n-writes)
@@ -616,4 +623,27 @@ func TestLastListenerIsKeptAndReported(t *testing.T) {
 		return fmt.Errorf("no ApplyFailed event on Gateway %s", gw.Name)
 	})
 	wantListeners(t, gw, folded(lf, "web")+" 443/HTTPS app.example.com")
+}
+
+// A burst of fragments for one Gateway is folded once its events go quiet:
+// one or two Gateway writes in all, not one per fragment.
+func TestBurstOfFragmentsCostsOneOrTwoGatewayWrites(t *testing.T) {
+	gw, _ := acceptedFragment(t)
+	before := &gwv1.Gateway{}
+	get(t, client.ObjectKeyFromObject(gw), before)
+
+	// A route controller creates them as its routes come, a little apart:
+	// one fold per event would write the Gateway up to once each.
+	const burst = 40
+	want := []string{fixture.Summary(before.Spec.Listeners[0]), fixture.Summary(before.Spec.Listeners[1])}
+	for i := range burst {
+		lf := fixture.Fragment(gw.Namespace, fmt.Sprintf("f%d", i), gw, fixture.HTTPS("web", fmt.Sprintf("f%d.example.com", i)))
+		want = append(want, fmt.Sprintf("%s 443/HTTPS f%d.example.com", folded(lf, "web"), i))
+		create(t, lf)
+		time.Sleep(30 * time.Millisecond)
+	}
+	after := wantListeners(t, gw, want...)
+	if writes := after.Generation - before.Generation; writes > 2 {
+		t.Errorf("The merger wrote the Gateway %d times for a burst of %d fragments, want at most 2", writes, burst)
+	}
 }

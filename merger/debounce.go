@@ -1,0 +1,113 @@
+package merger
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// A Gateway write is the expensive request: the Gateway CRD's rules compare
+// every listener with every other. A burst of fragment changes should cost
+// one or two of them, not one each. So a Gateway's events start a burst, and
+// the Gateway is folded once its events have been quiet for the quiet period,
+// or at the latest the maximum delay after the burst's first event, as Istio
+// debounces its pushes. Requeues the merger asks for itself are not delayed.
+
+// debouncer tracks the bursts of events of each Gateway.
+type debouncer struct {
+	quiet, maxDelay time.Duration
+	// now is the clock; tests replace it.
+	now func() time.Time
+
+	mu     sync.Mutex
+	bursts map[reconcile.Request]burst
+}
+
+// burst is when a Gateway's first and last pending events came.
+type burst struct{ first, last time.Time }
+
+func newDebouncer(quiet, maxDelay time.Duration) *debouncer {
+	return &debouncer{quiet: quiet, maxDelay: maxDelay, now: time.Now, bursts: map[reconcile.Request]burst{}}
+}
+
+// event records an event of req and returns how long to wait before the
+// Gateway may be folded.
+func (d *debouncer) event(req reconcile.Request) time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.now()
+	b, ok := d.bursts[req]
+	if !ok {
+		b.first = now
+	}
+	b.last = now
+	d.bursts[req] = b
+	return d.wait(b, now)
+}
+
+// due says how long the fold of req must still wait, and ends its burst when
+// it need not: events after this moment start the next burst. A nil
+// debouncer never waits.
+func (d *debouncer) due(req reconcile.Request) time.Duration {
+	if d == nil {
+		return 0
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b, ok := d.bursts[req]
+	if !ok {
+		return 0
+	}
+	if w := d.wait(b, d.now()); w > 0 {
+		return w
+	}
+	delete(d.bursts, req)
+	return 0
+}
+
+func (d *debouncer) wait(b burst, now time.Time) time.Duration {
+	return max(0, min(b.last.Add(d.quiet).Sub(now), b.first.Add(d.maxDelay).Sub(now)))
+}
+
+// debounced wraps an event handler so that the Gateways it enqueues are
+// folded when their burst ends.
+func debounced[T any](d *debouncer, h handler.TypedEventHandler[T, reconcile.Request]) handler.TypedEventHandler[T, reconcile.Request] {
+	return debouncedHandler[T]{d: d, h: h}
+}
+
+type debouncedHandler[T any] struct {
+	d *debouncer
+	h handler.TypedEventHandler[T, reconcile.Request]
+}
+
+type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+func (h debouncedHandler[T]) Create(ctx context.Context, e event.TypedCreateEvent[T], q queue) {
+	h.h.Create(ctx, e, debouncedQueue{q, h.d})
+}
+
+func (h debouncedHandler[T]) Update(ctx context.Context, e event.TypedUpdateEvent[T], q queue) {
+	h.h.Update(ctx, e, debouncedQueue{q, h.d})
+}
+
+func (h debouncedHandler[T]) Delete(ctx context.Context, e event.TypedDeleteEvent[T], q queue) {
+	h.h.Delete(ctx, e, debouncedQueue{q, h.d})
+}
+
+func (h debouncedHandler[T]) Generic(ctx context.Context, e event.TypedGenericEvent[T], q queue) {
+	h.h.Generic(ctx, e, debouncedQueue{q, h.d})
+}
+
+// debouncedQueue turns a handler's Add into an Add after the quiet period;
+// the reconciler then waits for the rest of the burst (debouncer.due).
+type debouncedQueue struct {
+	queue
+	d *debouncer
+}
+
+func (q debouncedQueue) Add(req reconcile.Request) { q.AddAfter(req, q.d.event(req)) }

@@ -1,0 +1,66 @@
+package merger
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+func TestDebouncer(t *testing.T) {
+	const quiet, maxDelay = 200 * time.Millisecond, 2 * time.Second
+	gw := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "infra", Name: "shared"}}
+	type step struct {
+		at    time.Duration // since the start
+		event bool          // an event, else the fold asks whether it is due
+		wait  time.Duration // what event or due answers
+	}
+	tests := map[string][]step{
+		"a requeue with no event folds at once": {{at: 0, wait: 0}},
+		"one event waits the quiet period": {
+			{at: 0, event: true, wait: quiet},
+			{at: 100 * time.Millisecond, wait: 100 * time.Millisecond},
+			{at: quiet, wait: 0},
+		},
+		"each event restarts the quiet period": {
+			{at: 0, event: true, wait: quiet},
+			{at: 150 * time.Millisecond, event: true, wait: quiet},
+			{at: 200 * time.Millisecond, wait: 150 * time.Millisecond},
+			{at: 350 * time.Millisecond, wait: 0},
+		},
+		"a burst that never goes quiet is folded at the maximum delay": {
+			{at: 0, event: true, wait: quiet},
+			{at: 1900 * time.Millisecond, event: true, wait: 100 * time.Millisecond},
+			{at: 1950 * time.Millisecond, event: true, wait: 50 * time.Millisecond},
+			{at: 2 * time.Second, wait: 0},
+		},
+		"the fold ends the burst: a later event starts the next one": {
+			{at: 0, event: true, wait: quiet},
+			{at: 5 * time.Second, wait: 0},
+			{at: 5 * time.Second, wait: 0},
+			{at: 6 * time.Second, event: true, wait: quiet},
+			{at: 6*time.Second + 100*time.Millisecond, wait: 100 * time.Millisecond},
+		},
+	}
+	for name, steps := range tests {
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			var now time.Time
+			d := newDebouncer(quiet, maxDelay)
+			d.now = func() time.Time { return now }
+			for i, s := range steps {
+				now = start.Add(s.at)
+				var got time.Duration
+				if s.event {
+					got = d.event(gw)
+				} else {
+					got = d.due(gw)
+				}
+				if got != s.wait {
+					t.Errorf("step %d at %v (event %v): wait %v, want %v", i, s.at, s.event, got, s.wait)
+				}
+			}
+		})
+	}
+}
