@@ -27,6 +27,7 @@ import (
 type managerOptions struct {
 	metrics     metricsOptions
 	probeAddr   string
+	pprofAddr   string
 	webhookHost string
 	webhookPort int
 	certDir     string
@@ -46,6 +47,7 @@ func (o *managerOptions) bindFlags(fs *flag.FlagSet) {
 	ns := envOr("POD_NAMESPACE", "gatefold-system")
 	o.metrics.bindFlags(fs)
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address Go's /debug/pprof profiles are served on, without authentication: bind it to loopback (127.0.0.1:6060) and only while profiling; \"0\" serves none")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on")
 	fs.StringVar(&o.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "With --cert-mode=cert-manager, the folder holding the webhook server's tls.crt and tls.key, reloaded when they change")
 	o.certs.bindFlags(fs, ns)
@@ -141,6 +143,7 @@ func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error
 		Client:                 installed.Client,
 		Metrics:                o.metrics.serverOptions(),
 		HealthProbeBindAddress: o.probeAddr,
+		PprofBindAddress:       o.pprofAddr,
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: o.webhookHost, Port: o.webhookPort,
 			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = source.GetCertificate }}}),
 		LeaderElection:                      o.leaderElect,
