@@ -363,7 +363,7 @@ func (h *harness) runStrategy(ctx context.Context, p Params, s strategy) (Strate
 	if err != nil {
 		return res, err
 	}
-	if err := h.namespace(ctx, ns); err != nil {
+	if err := h.namespace(ctx, ns, nil); err != nil {
 		return res, err
 	}
 	routes := make([]route, p.Routes)

@@ -496,7 +496,7 @@ func (h *harness) cleanUp(ctx context.Context) error {
 }
 
 // namespace creates a namespace for a phase, which cleanUp empties later.
-func (h *harness) namespace(ctx context.Context, name string) error {
+func (h *harness) namespace(ctx context.Context, name string, labels map[string]string) error {
 	h.namespaces = append(h.namespaces, name)
-	return h.env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	return h.env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
 }

@@ -117,7 +117,7 @@ func run() (err error) {
 	flag.IntVar(&p.ScaleGateways, "scale-gateways", 200, "Gateways those fragments are spread over")
 	flag.DurationVar(&p.SteadyState, "steady-state", 60*time.Second, "How long reads and writes are counted in the steady state")
 	flag.DurationVar(&p.LeaseDuration, "lease-duration", 15*time.Second, "The leader Lease duration, gatefold's default")
-	flag.DurationVar(&p.PhaseTimeout, "phase-timeout", 5*time.Minute, "How long a phase may take before it is reported as not converged")
+	flag.DurationVar(&p.PhaseTimeout, "phase-timeout", 10*time.Minute, "How long a phase may take before it is reported as not converged")
 	flag.DurationVar(&p.Settle, "settle", 2*time.Second, "How long after a phase converged its writes are still counted")
 	flag.StringVar(&p.GoBenchTime, "go-benchtime", "2s", "-benchtime of the Go benchmarks")
 	flag.Parse()
@@ -163,7 +163,7 @@ func run() (err error) {
 	}
 	defer os.RemoveAll(dir)
 
-	started := time.Now()
+	started, load := time.Now(), loadAverage()
 	progress("Starting the control plane")
 	env, err := devenv.Start(devenv.Options{Webhooks: true, AuditLog: filepath.Join(dir, "audit.log"), AuditReads: true})
 	if err != nil {
@@ -185,6 +185,7 @@ func run() (err error) {
 	ctx := context.Background()
 
 	report := &Report{Date: started.UTC().Format(time.RFC3339), Command: commandLine(), Params: p, Quick: *quick, Gatefold: gatefoldVersion(bin)}
+	report.Load[0] = load
 	if sel.phase("contention") {
 		if report.Contention, err = h.contention(ctx, p, sel); err != nil {
 			return fmt.Errorf("contention: %w", err)
@@ -211,6 +212,7 @@ func run() (err error) {
 		return err
 	}
 	report.Seconds = time.Since(started).Seconds()
+	report.Load[1] = loadAverage()
 	progress("Writing %s/benchmarks.json and %s/benchmarks.md (%.0fs in all)", *out, *out, report.Seconds)
 	return report.write(*out)
 }
@@ -222,6 +224,15 @@ func gatefoldVersion(bin string) string {
 		return "gatefold (version unknown: " + err.Error() + ")"
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// loadAverage is the first three fields of /proc/loadavg.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(raw)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
 
 func commandLine() string {

@@ -15,10 +15,13 @@ import (
 
 // Report is everything one run measured; benchmarks.json holds it as is.
 type Report struct {
-	Date       string           `json:"date"`
-	Command    string           `json:"command"`
-	Quick      bool             `json:"quick"`
-	Gatefold   string           `json:"gatefold"`
+	Date     string `json:"date"`
+	Command  string `json:"command"`
+	Quick    bool   `json:"quick"`
+	Gatefold string `json:"gatefold"`
+	// Load is the machine's load average (1, 5 and 15 minutes) when the
+	// run started and when it ended: other work on it moves the numbers.
+	Load       [2]string        `json:"load"`
 	Seconds    float64          `json:"seconds"`
 	Params     Params           `json:"params"`
 	Contention []StrategyResult `json:"contention,omitempty"`
@@ -87,7 +90,7 @@ var procs = regexp.MustCompile(`-\d+$`)
 func (r *Report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Run on %s with\n\n```sh\n%s\n```\n\n", r.Date, r.Command)
-	fmt.Fprintf(&b, "(%.0f s in all; the machine and its load are in the reading below. Ratios, not absolute times, are what carry over. ", r.Seconds)
+	fmt.Fprintf(&b, "(%.0f s in all; load average %s at the start, %s at the end; the machine is in the reading below. Ratios, not absolute times, are what carry over. ", r.Seconds, r.Load[0], r.Load[1])
 	fmt.Fprintf(&b, "%s ran as `gatefold manager %s` besides its addresses.)\n", r.Gatefold, strings.Join(r.Params.GatefoldFlags, " "))
 	if len(r.Contention) > 0 {
 		r.contentionMarkdown(&b)
@@ -162,7 +165,7 @@ func (r *Report) contentionMarkdown(b *strings.Builder) {
 			there, vsLimit, gw, perGW = "–", "–", "–", "–"
 		}
 		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s | %s | %d | %d | %d | %d | %s |\n",
-			s.Strategy, s.Writers, secs(a.WriteSeconds), ratio(a.WriteSeconds, flo.Add.Seconds), there, vsLimit, gw, perGW,
+			s.Strategy, s.Writers, secs(a.WriteSeconds), ratio(a.WriteSeconds, flo.Add.WriteSeconds), there, vsLimit, gw, perGW,
 			a.Writes.Conflicts, a.WriterTimeouts, a.WriterRequests, a.Writes.Gatefold, yes(a.Correct()))
 	}
 	if g, ok := byName["gatefold"]; ok {
@@ -170,7 +173,7 @@ func (r *Report) contentionMarkdown(b *strings.Builder) {
 		fmt.Fprintf(b, "\n**gatefold against the limit and the floor** (targets from issue 11)\n\n")
 		b.WriteString("| measure | gatefold | reference | ratio | target |\n|---|---|---|---|---|\n")
 		fmt.Fprintf(b, "| %d fragment creates through admission, %d writers | %s | %s | %s | ≤ 2× |\n", p.Routes, g.Writers, secs(a.WriteSeconds),
-			reference("floor", flo.Add.Seconds), ratio(a.WriteSeconds, flo.Add.Seconds))
+			reference("floor", flo.Add.WriteSeconds), ratio(a.WriteSeconds, flo.Add.WriteSeconds))
 		fmt.Fprintf(b, "| every listener folded | %s | %s | %s | ≤ 2× |\n", secs(a.Seconds), reference("limit", lim.Add.Seconds), ratio(a.Seconds, lim.Add.Seconds))
 		fmt.Fprintf(b, "| Gateway writes per Gateway | %.1f | 1 | | ≤ 2 |\n", float64(a.GatewayWrites)/float64(p.Gateways))
 		fmt.Fprintf(b, "| 409 conflicts | %d | | | 0 |\n", a.Writes.Conflicts)
@@ -212,6 +215,7 @@ func reference(name string, seconds float64) string {
 func (r *Report) admissionMarkdown(b *strings.Builder) {
 	a := r.Admission
 	fmt.Fprintf(b, "\n### Admission: fragment creates without, then with, gatefold's webhooks\n\n")
+	b.WriteString("Without: in a namespace labelled `gatefold.dev/admission=disabled`, which the API server calls no webhook for. The manager runs in both.\n\n")
 	fmt.Fprintf(b, "%d creates one at a time:\n\n", a.With.Requests)
 	b.WriteString("| | p50 | p90 | p99 |\n|---|---|---|---|\n")
 	fmt.Fprintf(b, "| without webhooks | %.1f ms | %.1f ms | %.1f ms |\n", a.Without.P50, a.Without.P90, a.Without.P99)
