@@ -57,18 +57,19 @@ type Options struct {
 	// the user agent), every write to Gateways, ReferenceGrants,
 	// ListenerFragments and Leases into this file, one JSON event a line.
 	AuditLog string
-	// AuditReads adds every get and list request, of any resource, to the
-	// audit log (watches stay out): the benchmarks count a controller's
-	// reads with it.
-	AuditReads bool
+	// AuditAll logs every request but watches, of any resource, instead:
+	// the benchmarks count all that a controller reads and writes with it.
+	AuditAll bool
 }
 
-// auditWrites records who wrote what gatefold writes.
-const auditWrites = `apiVersion: audit.k8s.io/v1
+const auditHeader = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
-- level: Metadata
+`
+
+// auditWrites records who wrote what gatefold writes.
+const auditWrites = `- level: Metadata
   verbs: [create, update, patch, delete]
   resources:
   - group: gateway.networking.k8s.io
@@ -79,18 +80,18 @@ rules:
     resources: [leases]
 `
 
-// auditReads records every read that is not a watch.
-const auditReads = `- level: Metadata
-  verbs: [get, list]
+// auditAll records every request that is not a watch.
+const auditAll = `- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection, get, list]
 `
 
 // auditPolicy is the policy opts ask for; what no rule names is not logged.
 func auditPolicy(opts Options) string {
-	policy := auditWrites
-	if opts.AuditReads {
-		policy += auditReads
+	rules := auditWrites
+	if opts.AuditAll {
+		rules = auditAll
 	}
-	return policy + "- level: None\n"
+	return auditHeader + rules + "- level: None\n"
 }
 
 // Env is a running control plane.

@@ -165,7 +165,7 @@ func run() (err error) {
 
 	started, load := time.Now(), loadAverage()
 	progress("Starting the control plane")
-	env, err := devenv.Start(devenv.Options{Webhooks: true, AuditLog: filepath.Join(dir, "audit.log"), AuditReads: true})
+	env, err := devenv.Start(devenv.Options{Webhooks: true, AuditLog: filepath.Join(dir, "audit.log"), AuditAll: true})
 	if err != nil {
 		return err
 	}
