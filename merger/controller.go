@@ -133,8 +133,11 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 		in.Managed = rules.ManagedListeners(gw)
 		in.CarriedSince = r.carried.observe(key, gw, in.Managed)
 	}
+	// The fold reads the fragments' specs, which gatefold never writes: it
+	// must not wait until the cache has seen every status the status
+	// writers wrote. A status it reads stale is checked again by its writer.
 	list := &v1alpha1.ListenerFragmentList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{rules.ParentIndex: key.String()}); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{rules.ParentIndex: key.String()}, client.DisableReadYourWritesConsistency); err != nil {
 		return in, fmt.Errorf("listing fragments of Gateway %s: %w", key, err)
 	}
 	for _, lf := range list.Items {

@@ -106,10 +106,12 @@ func parentOfFragment(_ context.Context, o client.Object) []reconcile.Request {
 }
 
 // gatewaysOfNamespace maps a namespace whose labels changed to the Gateways
-// its fragments attach to: a selector in allowedListeners may now match.
+// its fragments attach to: a selector in allowedListeners may now match. Like
+// the fold, the event handlers read only fragments' specs, and never wait
+// for status writes to reach the cache.
 func (r *Reconciler) gatewaysOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &v1alpha1.ListenerFragmentList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetName())); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetName()), client.DisableReadYourWritesConsistency); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing fragments of a relabelled namespace", "namespace", o.GetName())
 		return nil
 	}
@@ -122,7 +124,7 @@ func (r *Reconciler) gatewaysOfNamespace(ctx context.Context, o client.Object) [
 // a grant someone changed or deleted is restored.
 func (r *Reconciler) gatewaysOfGrant(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &v1alpha1.ListenerFragmentList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{certificateNamespaceIndex: o.GetNamespace()}); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{certificateNamespaceIndex: o.GetNamespace()}, client.DisableReadYourWritesConsistency); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing fragments with certificates in a namespace", "namespace", o.GetNamespace())
 		return nil
 	}
