@@ -158,10 +158,16 @@ func (h *harness) admission(ctx context.Context, p Params) (AdmissionResult, err
 	if res.ThroughputWithout, err = concurrent(admissionWithoutNamespace); err != nil {
 		return res, err
 	}
-	if res.With, err = sequential(admissionNamespace); err != nil {
+	prof := h.profile("admission-sequential")
+	res.With, err = sequential(admissionNamespace)
+	prof.end()
+	if err != nil {
 		return res, err
 	}
-	if res.ThroughputWith, err = concurrent(admissionNamespace); err != nil {
+	prof = h.profile("admission-concurrent")
+	res.ThroughputWith, err = concurrent(admissionNamespace)
+	prof.end()
+	if err != nil {
 		return res, err
 	}
 	progress("  p50 %.1fms without, %.1fms with; %.0f/s without, %.0f/s with", res.Without.P50, res.With.P50,

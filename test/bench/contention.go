@@ -434,6 +434,11 @@ func (h *harness) phase(ctx context.Context, p Params, ns string, c client.Clien
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	gatewayWrites := h.countGatewayWrites(watchCtx, ns)
 
+	// Adding is the window profiled: the creates, and for gatefold the folds.
+	var prof *window
+	if adding {
+		prof = h.profile("contention-" + s.name())
+	}
 	start := time.Now()
 	var mu sync.Mutex
 	record := func(name string, t tally, err error) {
@@ -476,6 +481,7 @@ func (h *harness) phase(ctx context.Context, p Params, ns string, c client.Clien
 		}
 	}
 	end := time.Now()
+	prof.end()
 	ph.Seconds = end.Sub(start).Seconds()
 	if ph.Converged {
 		ph.Missing, ph.Extra = 0, 0

@@ -56,6 +56,8 @@ type harness struct {
 	args []string
 	// namespaces are those the phases wrote into, which cleanUp empties.
 	namespaces []string
+	// profiler takes CPU profiles of the timed phases, with --profile.
+	profiler *profiler
 }
 
 func newHarness(env *devenv.Env, bin, dir string, p Params) (*harness, error) {
@@ -171,7 +173,9 @@ type manager struct {
 	cmd     *exec.Cmd
 	metrics string
 	probes  string
-	log     string
+	// pprof serves Go's profiles, with --profile only.
+	pprof string
+	log   string
 	// done is closed when the process has exited, with waitErr.
 	done    chan struct{}
 	waitErr error
@@ -223,9 +227,18 @@ func (h *harness) launch(name string, webhookPort int) (*manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.cmd = exec.Command(h.bin, append([]string{"manager", "--kubeconfig", h.kubeconfig,
+	args := []string{"manager", "--kubeconfig", h.kubeconfig,
 		"--metrics-bind-address", m.metrics, "--metrics-secure=false", "--health-probe-bind-address", m.probes,
-		"--webhook-port", strconv.Itoa(webhookPort), "--webhook-cert-dir", h.env.WebhookCertDir()}, h.args...)...)
+		"--webhook-port", strconv.Itoa(webhookPort), "--webhook-cert-dir", h.env.WebhookCertDir()}
+	if h.profiler != nil {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		m.pprof = fmt.Sprintf("127.0.0.1:%d", port)
+		args = append(args, "--pprof-bind-address", m.pprof)
+	}
+	m.cmd = exec.Command(h.bin, append(args, h.args...)...)
 	m.cmd.Env = append(os.Environ(), "POD_NAME="+name)
 	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
 	m.started = time.Now()
@@ -234,6 +247,7 @@ func (h *harness) launch(name string, webhookPort int) (*manager, error) {
 	}
 	go func() { m.waitErr = m.cmd.Wait(); logFile.Close(); close(m.done) }()
 	h.managers = append(h.managers, m)
+	h.profiler.launched(m)
 	return m, nil
 }
 

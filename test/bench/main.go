@@ -109,6 +109,7 @@ func run() (err error) {
 	gatefold := flag.String("gatefold", "bin/gatefold", "The gatefold binary to run as the manager")
 	only := flag.String("only", "", "Run only these, comma-separated: phases ("+strings.Join(phases, ", ")+") or contention strategies (contention:limit, contention:floor, contention:update, contention:ssa-per-writer, contention:gatefold); steady and failover run on scale's fragments, so they run scale too")
 	gatefoldArgs := flag.String("gatefold-args", "", "Flags added to every gatefold manager's, space-separated (e.g. \"--merger-workers=8\")")
+	profileDir := flag.String("profile", "", "Folder to write CPU profiles into, of the API server and of every gatefold replica, for each timed phase (PHASE-apiserver.pprof, PHASE-gatefold-REPLICA.pprof); the report then shows the API server's top functions")
 	flag.IntVar(&p.Routes, "routes", 1008, "Routes (N), one HTTPS listener each; 1008 fills 16 Gateways to the 64-listener cap beside one own listener each. Also the fragment creates of the admission throughput")
 	flag.IntVar(&p.Gateways, "gateways", 16, "Shared Gateways (G) the routes are spread over")
 	flag.IntVar(&p.Writers, "writers", 32, "Concurrent writers (W), as route controller workers")
@@ -175,6 +176,11 @@ func run() (err error) {
 		return err
 	}
 	defer h.stopManagers()
+	if *profileDir != "" {
+		if h.profiler, err = newProfiler(*profileDir, h.config("bench-profiler"), max(p.PhaseTimeout, p.SteadyState)); err != nil {
+			return err
+		}
+	}
 	// gatefold runs as installed: a request the API server refused it fails
 	// the run before the report is written, and may say why a phase failed.
 	defer func() {
@@ -213,6 +219,7 @@ func run() (err error) {
 	}
 	report.Seconds = time.Since(started).Seconds()
 	report.Load[1] = loadAverage()
+	report.Profiles = h.profiler.summarize()
 	progress("Writing %s/benchmarks.json and %s/benchmarks.md (%.0fs in all)", *out, *out, report.Seconds)
 	return report.write(*out)
 }

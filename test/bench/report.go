@@ -30,6 +30,8 @@ type Report struct {
 	Steady     *SteadyResult    `json:"steadyState,omitempty"`
 	Failover   *FailoverResult  `json:"failover,omitempty"`
 	GoBench    []GoBenchmark    `json:"goBenchmarks,omitempty"`
+	// Profiles are the CPU profiles --profile took, by phase.
+	Profiles []PhaseProfile `json:"profiles,omitempty"`
 }
 
 // The generated part of benchmarks.md lies between these markers; the rest
@@ -128,7 +130,34 @@ func (r *Report) markdown() string {
 		fmt.Fprintf(&b, "| lease duration | %.0f s |\n", f.LeaseSeconds)
 		fmt.Fprintf(&b, "| kill → the new fragment's listener on its Gateway | %.1f s (converged: %s) |\n", f.TakeoverSeconds, yes(f.Converged))
 	}
+	if len(r.Profiles) > 0 {
+		r.profilesMarkdown(&b)
+	}
 	return b.String()
+}
+
+// profilesMarkdown shows, for each phase profiled, the API server's top
+// functions by CPU used in them alone (flat).
+func (r *Report) profilesMarkdown(b *strings.Builder) {
+	b.WriteString("\n### CPU profiles (`--profile`): the API server's top functions by flat CPU, per phase\n\n")
+	b.WriteString("Each phase's profiles cover it from its start (a replica's, from when it served profiles) to its end; the numbers above were measured with profiling on. ")
+	b.WriteString("The files are in the folder `--profile` named; `go tool pprof -top FILE` shows more.\n")
+	for _, ph := range r.Profiles {
+		fmt.Fprintf(b, "\n**%s** (%s", ph.Phase, secs(ph.Seconds))
+		if len(ph.Files) > 0 {
+			b.WriteString("; " + strings.Join(slices.Sorted(maps.Values(ph.Files)), ", "))
+		}
+		b.WriteString(")")
+		top := ph.APIServer
+		if top == nil {
+			b.WriteString(": no API server profile\n")
+			continue
+		}
+		fmt.Fprintf(b, ": API server CPU %s in %s\n\n| flat | flat%% | cum | function |\n|---|---|---|---|\n", top.Samples, top.Duration)
+		for _, f := range top.Functions {
+			fmt.Fprintf(b, "| %s | %s | %s | `%s` |\n", f.Flat, f.FlatPercent, f.Cum, f.Function)
+		}
+	}
 }
 
 // byResource lists counts by resource, most first, in parentheses. The

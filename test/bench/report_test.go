@@ -1,6 +1,7 @@
 package main
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,17 @@ func TestMarkdownShowsOnlyWhatRan(t *testing.T) {
 			want:   []string{"### Scale", "First install", "Warm restart", "### Steady state", "(list leases (claims) 1)"},
 			absent: []string{"### Contention", "### Admission", "### Failover"},
 		},
+		"profiles show the API server's top functions": {
+			report: Report{Params: p, Profiles: []PhaseProfile{
+				{Phase: "scale-install", Seconds: 2, Files: map[string]string{"apiserver": "scale-install-apiserver.pprof"},
+					APIServer: &TopProfile{Duration: "2.01s", Samples: "2710ms (134.88%)",
+						Functions: []TopFunction{{Flat: "130ms", FlatPercent: "4.80%", Cum: "270ms", Function: "runtime.scanSpan"}}}},
+				{Phase: "steady", Seconds: 3},
+			}},
+			want: []string{"### CPU profiles", "**scale-install** (2.00 s; scale-install-apiserver.pprof): API server CPU 2710ms (134.88%) in 2.01s",
+				"| 130ms | 4.80% | 270ms | `runtime.scanSpan` |", "**steady** (3.00 s): no API server profile"},
+			absent: []string{"### Contention"},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -122,5 +134,24 @@ func TestMarkdownShowsOnlyWhatRan(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestParseTop(t *testing.T) {
+	out := `File: kube-apiserver
+Type: cpu
+Duration: 2.01s, Total samples = 2710ms (134.88%)
+Showing nodes accounting for 860ms, 31.73% of 2710ms total
+      flat  flat%   sum%        cum   cum%
+     130ms  4.80%  4.80%      270ms  9.96%  runtime.tryDeferToSpanScan
+      90ms  3.32% 11.81%       90ms  3.32%  runtime.nextFreeFast (inline)
+`
+	top := parseTop(out)
+	want := TopProfile{Duration: "2.01s", Samples: "2710ms (134.88%)", Functions: []TopFunction{
+		{Flat: "130ms", FlatPercent: "4.80%", Cum: "270ms", Function: "runtime.tryDeferToSpanScan"},
+		{Flat: "90ms", FlatPercent: "3.32%", Cum: "90ms", Function: "runtime.nextFreeFast (inline)"},
+	}}
+	if !reflect.DeepEqual(*top, want) {
+		t.Errorf("parseTop:\ngot  %+v\nwant %+v", *top, want)
 	}
 }

@@ -255,11 +255,14 @@ func (h *harness) firstInstall(ctx context.Context, p Params, watch cache.Cache,
 	go func() {
 		converged <- poll(p.PhaseTimeout, 200*time.Millisecond, func() bool { return scaleFolded(ctx, watch, p) })
 	}()
+	prof := h.profile("scale-install")
 	leader, err := h.serve(ctx, "install-leader")
 	if err != nil {
+		prof.end()
 		return nil, err
 	}
 	at := <-converged
+	prof.end()
 	res.Converged = !at.IsZero()
 	if !res.Converged {
 		at = time.Now()
@@ -302,8 +305,10 @@ func (h *harness) firstInstall(ctx context.Context, p Params, watch cache.Cache,
 func (h *harness) warmRestart(ctx context.Context, p Params, old *manager, res *RestartResult) (*manager, error) {
 	progress("Scale: warm restart, a new leader where every status is current")
 	old.stop()
+	prof := h.profile("scale-restart")
 	leader, err := h.launch("restart-leader", h.env.WebhookPort())
 	if err != nil {
+		prof.end()
 		return nil, err
 	}
 	h.serving = leader
@@ -311,6 +316,7 @@ func (h *harness) warmRestart(ctx context.Context, p Params, old *manager, res *
 		folds, err := leader.counter("gatefold_merger_folds_total", nil)
 		return err == nil && folds >= float64(p.ScaleGateways)
 	})
+	prof.end()
 	res.Converged = !at.IsZero()
 	if !res.Converged {
 		at = time.Now()
@@ -339,9 +345,11 @@ func (h *harness) steady(p Params, leader *manager) (*SteadyResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	prof := h.profile("steady")
 	start := time.Now()
 	time.Sleep(p.SteadyState)
 	end := time.Now()
+	prof.end()
 	res.Seconds = end.Sub(start).Seconds()
 	g1, s1, _, err := leader.applies()
 	if err != nil {
