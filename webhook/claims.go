@@ -35,8 +35,14 @@ import (
 //
 // Listeners of groups that cannot share a port (HTTP against TCP) conflict
 // too. That is not one name, so once a request has written its claims it
-// lists its Gateway's claims again, from the API server: of two racing
-// requests the later lister sees the other's claim and backs off.
+// waits until this replica's claim informer has seen its last write, and
+// checks its Gateway's claims again there. The informer applies the watch in
+// resourceVersion order, so it then holds every claim written before that
+// write: of two racing requests the later writer sees the other's claim and
+// backs off. A request that wrote nothing added no tuple and need not check
+// again. Every other claim read is from the informer too, which may lag:
+// every write is conditional on the version it judged, so a stale read
+// costs a retry, never a claim.
 //
 // A claim is released when this replica has judged, at one resourceVersion,
 // that its holder no longer wants it (see wants) for the grace period
@@ -103,9 +109,11 @@ type ClaimStore struct {
 	// Client writes claims. It must not be a cached client: a cache would
 	// watch Leases cluster-wide, and gatefold may read them in Namespace only.
 	Client client.Client
-	// Reader reads claims, and the fragment whose existence decides a
-	// takeover, from the API server: a stale read would take a claim that
-	// is still wanted.
+	// Claims is this replica's informer of the claims in Namespace, which
+	// claims are read from.
+	Claims *ClaimInformer
+	// Reader reads from the API server the claim a write of which failed on
+	// a conflict, and the fragment whose existence decides a takeover.
 	Reader client.Reader
 	// Cache is the informer cache that fragments, Gateways and namespaces
 	// are read from, to judge whether a claim's holder still wants it.
@@ -162,7 +170,7 @@ func (s *ClaimStore) Lease(c Claim, h Holder) *coordinationv1.Lease {
 	}
 }
 
-// held is a claim as read from the API server.
+// held is a claim as read.
 type held struct {
 	lease  *coordinationv1.Lease
 	claim  Claim
@@ -172,7 +180,7 @@ type held struct {
 	decoded bool
 }
 
-func (s *ClaimStore) read(l *coordinationv1.Lease) *held {
+func readClaim(l *coordinationv1.Lease) *held {
 	h := &held{lease: l}
 	var rec claimRecord
 	if json.Unmarshal([]byte(l.Annotations[claimAnnotation]), &rec) != nil || rec.Claim.Name() != l.Name || rec.Entry.Tuple() != rec.Claim.Tuple {
@@ -187,37 +195,21 @@ func (s *ClaimStore) read(l *coordinationv1.Lease) *held {
 	return h
 }
 
-// list reads the claims on Gateway gw, or every claim when gw is nil: with
-// notOlderThan "", the latest (a consistent read); with "0", any recent
-// version the API server's watch cache holds; with the version of this
-// request's last claim write, at least every claim written before it, which
-// is all race-freedom needs. The API server answers the last two from its
-// watch cache at once, where a consistent read waits for the cache's next
-// progress notification after other writes (about 85 ms each).
-func (s *ClaimStore) list(ctx context.Context, gw *types.NamespacedName, notOlderThan string) ([]*held, error) {
-	labels := client.MatchingLabels{claimLabel: listenerClaim}
-	what := "claims"
-	if gw != nil {
-		labels[claimGatewayLabel] = gatewayLabel(*gw)
-		what = "claims on Gateway " + gw.String()
+// claimWait bounds how long a request waits for this replica's informer to
+// see its claims: well inside the webhooks' 10s timeout, so that the
+// requester reads why instead of a timeout.
+const claimWait = 5 * time.Second
+
+// claimsOn reads the claims on Gateway gw from the informer once it has
+// synced and seen every claim write up to resourceVersion since ("" for
+// none).
+func (s *ClaimStore) claimsOn(ctx context.Context, gw types.NamespacedName, since string) ([]*held, error) {
+	ctx, cancel := context.WithTimeout(ctx, claimWait)
+	defer cancel()
+	if err := s.Claims.caughtUp(ctx, since); err != nil {
+		return nil, err
 	}
-	opts := []client.ListOption{client.InNamespace(s.Namespace), labels}
-	switch notOlderThan {
-	case "":
-	case "0":
-		opts = append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}})
-	default:
-		opts = append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: notOlderThan, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}})
-	}
-	list := &coordinationv1.LeaseList{}
-	if err := s.Reader.List(ctx, list, opts...); err != nil {
-		return nil, fmt.Errorf("listing %s: %w", what, err)
-	}
-	out := make([]*held, len(list.Items))
-	for i := range list.Items {
-		out[i] = s.read(&list.Items[i])
-	}
-	return out, nil
+	return s.Claims.onGateway(gw)
 }
 
 // get reads one claim; nil when there is none.
@@ -229,7 +221,7 @@ func (s *ClaimStore) get(ctx context.Context, name string) (*held, error) {
 		}
 		return nil, fmt.Errorf("reading claim %s: %w", name, err)
 	}
-	return s.read(l), nil
+	return readClaim(l), nil
 }
 
 // live says whether a claim still protects its tuple: its holder wants it,
@@ -356,8 +348,8 @@ func (s *ClaimStore) board(ctx context.Context, v *view, req *claimRequest, clai
 // the live claims of other fragments. It returns the field errors of the
 // listeners that cannot be claimed, or the plan to acquire.
 func (s *ClaimStore) check(ctx context.Context, req *claimRequest, base *rules.Board) (*claimPlan, field.ErrorList, error) {
-	// Any recent version will do: the writes and the list after them decide.
-	claims, err := s.list(ctx, &req.gateway, "0")
+	// Any recent version will do: the writes and the check after them decide.
+	claims, err := s.claimsOn(ctx, req.gateway, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -419,9 +411,9 @@ type written struct {
 }
 
 // acquire writes the plan's claims in listener order: creates, renewals of
-// its own, takeovers of claims that are no longer live. Then it lists the
-// Gateway's claims again and backs off when a racing request took a
-// conflicting tuple. On a denial it releases what it created or took over,
+// its own, takeovers of claims that are no longer live. Then it checks the
+// Gateway's claims again (recheck) and backs off when a racing request took
+// a conflicting tuple. On a denial it releases what it created or took over,
 // each with the version it wrote, and returns the field errors.
 func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList, error) {
 	req := p.req
@@ -464,21 +456,35 @@ func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList
 			mine = append(mine, *w)
 		}
 	}
-	claims, err := s.list(ctx, &req.gateway, lastWrite)
-	if err == nil {
-		var b *rules.Board
-		if b, err = s.board(ctx, v, req, claims, nil); err == nil {
-			if errs := checkListeners(req.lf, req.gateway.String(), b, req.kept); len(errs) > 0 {
-				release()
-				return errs, nil
-			}
-		}
+	if lastWrite == "" {
+		// Every listener is one the stored fragment already had, checked
+		// against the fragment's own listeners only, whatever the claims:
+		// the check found nothing, and a request that adds no tuple races
+		// no one.
+		return nil, nil
 	}
-	if err != nil {
+	errs, err := s.recheck(ctx, v, req, lastWrite)
+	if err != nil || len(errs) > 0 {
 		release()
+	}
+	return errs, err
+}
+
+// recheck checks the request's listeners again against the claims on its
+// Gateway once this replica's informer has seen the request's last write,
+// at resourceVersion lastWrite, and with it every claim written before: of
+// two racing requests whose tuples conflict under different claim names,
+// the later writer sees the earlier's claim.
+func (s *ClaimStore) recheck(ctx context.Context, v *view, req *claimRequest, lastWrite string) (field.ErrorList, error) {
+	claims, err := s.claimsOn(ctx, req.gateway, lastWrite)
+	if err != nil {
 		return nil, err
 	}
-	return nil, nil
+	b, err := s.board(ctx, v, req, claims, nil)
+	if err != nil {
+		return nil, err
+	}
+	return checkListeners(req.lf, req.gateway.String(), b, req.kept), nil
 }
 
 // take writes listener i's claim: it creates it, or updates the claim the

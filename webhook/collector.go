@@ -38,21 +38,23 @@ type Collected struct {
 	Relabelled int
 }
 
-// Collect is one round of the leader's collector. It lists the claims once
-// and reads everything else from the informer cache. It judges every claim,
-// and releases each one that it has judged unwanted by its holder, at one
-// version, for the grace period, on condition that the version is still the
-// one it judged. Then it backfills: a stored fragment may want a tuple no
-// claim holds (gatefold was installed after it, its namespace opted back in
-// to admission, its Gateway was created after it); in precedence order the
-// first fragment that wants such a tuple, and can take it, gets its claim,
-// so a later duplicate is denied.
+// Collect is one round of the leader's collector. It reads the claims from
+// this replica's claim informer and everything else from the informer
+// cache: it makes no read of its own. It judges every claim, and releases
+// each one that it has judged unwanted by its holder, at one version, for
+// the grace period, on condition that the version is still the one it
+// judged; a version the informer shows late is only judged late. Then it
+// backfills: a stored fragment may want a tuple no claim holds (gatefold was
+// installed after it, its namespace opted back in to admission, its Gateway
+// was created after it); in precedence order the first fragment that wants
+// such a tuple, and can take it, gets its claim, so a later duplicate is
+// denied.
 func (s *ClaimStore) Collect(ctx context.Context) (Collected, error) {
 	var done Collected
-	claims, err := s.list(ctx, nil, "")
-	if err != nil {
+	if err := s.Claims.caughtUp(ctx, ""); err != nil {
 		return done, err
 	}
+	claims := s.Claims.all()
 	names := sets.New[string]()
 	for _, h := range claims {
 		names.Insert(h.lease.Name)
@@ -82,7 +84,8 @@ func (s *ClaimStore) Collect(ctx context.Context) (Collected, error) {
 		}
 		kept = append(kept, h)
 	}
-	done.Backfilled, err = s.backfill(ctx, v, kept)
+	backfilled, err := s.backfill(ctx, v, kept)
+	done.Backfilled = backfilled
 	return done, errors.Join(append(errs, err)...)
 }
 

@@ -61,38 +61,25 @@ type Options struct {
 //
 // Setup also creates the informers the webhooks read, so that the cache
 // starts them on every replica, leader or not, instead of the first
-// admission request building them within its timeout; and it adds the
-// readiness check "informers", which fails until they have synced: the
-// manager starts the webhook server before the caches.
+// admission request building them within its timeout, and the claim
+// informer, which it runs on every replica; and it adds the readiness check
+// "informers", which fails until they have all synced: the manager starts
+// the webhook server before the caches.
 func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 	informers, err := webhookInformers(mgr.GetCache())
 	if err != nil {
 		return nil, err
 	}
+	claims, err := newClaimStore(mgr, opts)
+	if err != nil {
+		return nil, err
+	}
+	informers["claims"] = claims.Claims
+	if err := mgr.Add(claims.Claims); err != nil {
+		return nil, fmt.Errorf("adding the claims informer: %w", err)
+	}
 	if err := mgr.AddReadyzCheck("informers", informersSynced(informers)); err != nil {
 		return nil, fmt.Errorf("adding the informers' readiness check: %w", err)
-	}
-	// Claims are written uncached: the manager's cached client would start a
-	// cluster-wide Lease informer, which gatefold's RBAC rightly forbids (it
-	// may use Leases in the claims namespace only). Nor are they throttled on
-	// this side: an admission request waits on each claim read and write, and
-	// the manager's client-side limit (20 requests a second) made every create
-	// past a short burst wait for it; the API server's priority and fairness
-	// still limits them.
-	cfg := rest.CopyConfig(mgr.GetConfig())
-	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
-	claimClient, claimErr := client.New(cfg, client.Options{
-		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
-	})
-	if claimErr != nil {
-		return nil, fmt.Errorf("creating the claims client: %w", claimErr)
-	}
-	claims := &ClaimStore{
-		Client:    claimClient,
-		Reader:    claimClient,
-		Cache:     mgr.GetCache(),
-		Namespace: opts.ClaimsNamespace,
-		Grace:     opts.ClaimGrace,
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.ListenerFragment{}).
 		WithDefaulter(fragmentDefaulter{}).
@@ -112,14 +99,49 @@ func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 	return claims, err
 }
 
+// newClaimStore returns the claim store of opts, with its client and its
+// informer of the claims. Claims are not in the manager's cache: that would
+// watch Leases cluster-wide, which gatefold's RBAC rightly forbids (it may
+// use Leases in the claims namespace only). Nor are they throttled on this
+// side: an admission request waits on each claim write, and the manager's
+// client-side limit (20 requests a second) made every create past a short
+// burst wait for it; the API server's priority and fairness still limits
+// them.
+func newClaimStore(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
+	c, err := client.New(cfg, client.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the claims client: %w", err)
+	}
+	lw, err := ClaimListWatch(cfg, mgr.GetHTTPClient(), opts.ClaimsNamespace)
+	if err != nil {
+		return nil, err
+	}
+	informer, err := NewClaimInformer(lw)
+	if err != nil {
+		return nil, err
+	}
+	return &ClaimStore{
+		Client:    c,
+		Claims:    informer,
+		Reader:    c,
+		Cache:     mgr.GetCache(),
+		Namespace: opts.ClaimsNamespace,
+		Grace:     opts.ClaimGrace,
+	}, nil
+}
+
 // webhookInformers gets from the cache, creating them, the informers of what
 // the webhooks read: Gateways, namespaces as metadata, ReferenceGrants and
 // ListenerFragments. Before the cache starts this only registers them; the
 // cache starts them with itself.
-func webhookInformers(c cache.Informers) (map[string]cache.Informer, error) {
+func webhookInformers(c cache.Informers) (map[string]syncer, error) {
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(namespaceGVK)
-	informers := map[string]cache.Informer{}
+	informers := map[string]syncer{}
 	for name, obj := range map[string]client.Object{
 		"Gateways":          &gwv1.Gateway{},
 		"namespaces":        ns,
@@ -135,9 +157,12 @@ func webhookInformers(c cache.Informers) (map[string]cache.Informer, error) {
 	return informers, nil
 }
 
+// syncer is an informer, as far as readiness asks.
+type syncer interface{ HasSynced() bool }
+
 // informersSynced is a readiness check that fails until every informer has
 // synced, naming those that have not.
-func informersSynced(informers map[string]cache.Informer) healthz.Checker {
+func informersSynced(informers map[string]syncer) healthz.Checker {
 	return func(*http.Request) error {
 		var waiting []string
 		for name, i := range informers {

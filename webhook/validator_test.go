@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -287,17 +286,14 @@ func TestGatewayWarningsCountOnlyFragmentsTheFoldPlaces(t *testing.T) {
 	}
 }
 
-// informer is a cache.Informer that has synced or not.
-type informer struct {
-	cache.Informer
-	synced bool
-}
+// informer is an informer that has synced or not.
+type informer struct{ synced bool }
 
 func (i *informer) HasSynced() bool { return i.synced }
 
 func TestInformersSyncedIsNotReadyUntilEveryInformerSynced(t *testing.T) {
 	gateways, namespaces := &informer{synced: true}, &informer{}
-	check := informersSynced(map[string]cache.Informer{"Gateways": gateways, "namespaces": namespaces})
+	check := informersSynced(map[string]syncer{"Gateways": gateways, "namespaces": namespaces})
 	req, _ := http.NewRequest(http.MethodGet, "/readyz", nil)
 	if err := check(req); err == nil || err.Error() != "the informers of namespaces have not synced" {
 		t.Errorf("Before namespaces synced: %v", err)

@@ -34,9 +34,10 @@ import (
 //
 // The cache holds only what gatefold reads, without managedFields, except on
 // Gateways: the merger and the Gateway webhook read which listeners gatefold
-// applied from the Gateway's managedFields. Claims are not cached: the claim
-// store reads and writes them with a client of its own, so no replica needs
-// to list Leases outside gatefold's namespace.
+// applied from the Gateway's managedFields. Claims are not in this cache: the
+// claim store watches them with an informer of its own, in gatefold's
+// namespace only, and writes them with a client of its own, so no replica
+// needs to list Leases outside gatefold's namespace.
 func Options() ctrl.Options {
 	return ctrl.Options{
 		Scheme: scheme.New(),
