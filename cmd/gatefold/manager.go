@@ -53,7 +53,7 @@ func (o *managerOptions) bindFlags(fs *flag.FlagSet) {
 	o.certs.bindFlags(fs, ns)
 	fs.StringVar(&o.webhook.ClaimsNamespace, "claims-namespace", ns, "Namespace holding the listener claims (gatefold's own; tenants must have no rights there)")
 	fs.DurationVar(&o.webhook.ClaimGrace, "claim-grace", 60*time.Second, "How long a replica must have judged a claim unwanted, at one version and by its own clock, before it releases or takes it over; longer than the slowest admission chain plus cache lag (at least 10s)")
-	fs.DurationVar(&o.webhook.CollectPeriod, "claim-collect-period", 15*time.Second, "How often the leader releases claims no fragment wants and backfills claims stored fragments lack (one list of claims a round)")
+	fs.DurationVar(&o.webhook.CollectPeriod, "claim-collect-period", 15*time.Second, "How often the leader releases claims no fragment wants and backfills claims stored fragments lack (from the claims informer: no request when nothing is to change)")
 	fs.BoolVar(&o.merger.ManageReferenceGrants, "manage-reference-grants", true, "Keep a ReferenceGrant per fragment that lets its Gateway read the fragment's certificate Secrets; false leaves granting to you")
 	fs.IntVar(&o.merger.Workers, "merger-workers", 4, "How many Gateways the merger folds at once")
 	fs.IntVar(&o.merger.StatusWorkers, "merger-status-workers", 16, "How many fragment statuses the merger writes at once, apart from its folds")

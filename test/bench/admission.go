@@ -53,8 +53,10 @@ func latency(samples []time.Duration) Latency {
 // The runs with the webhooks create in the first namespace; the runs without
 // in the second, which opts out of gatefold's admission as a cluster
 // administrator may: the API server calls no webhook for it, and the
-// leader's collector backfills no claim for it, so the runs with the
-// webhooks share the API server with no work the runs without caused.
+// leader's collector backfills no claim for it. Its fragments are deleted,
+// with gatefold stopped, before the runs with the webhooks, which start
+// once the replica has settled: they share the API server with no work the
+// runs without, or the phases before, caused.
 const (
 	admissionNamespace        = "admission"
 	admissionWithoutNamespace = "admission-without"
@@ -90,7 +92,10 @@ func (h *harness) admission(ctx context.Context, p Params) (AdmissionResult, err
 	if err != nil {
 		return res, err
 	}
-	if err := h.namespace(ctx, admissionNamespace, nil); err != nil {
+	// What the phases before left (contention's fragments, and its merger
+	// work) is gone, and the runs with the webhooks start on a replica that
+	// has settled: no fold of the runs without, no claims to backfill.
+	if err := h.fresh(ctx); err != nil {
 		return res, err
 	}
 	if err := h.namespace(ctx, admissionWithoutNamespace, map[string]string{webhook.AdmissionLabel: webhook.AdmissionDisabled}); err != nil {
@@ -158,10 +163,26 @@ func (h *harness) admission(ctx context.Context, p Params) (AdmissionResult, err
 	if res.ThroughputWithout, err = concurrent(admissionWithoutNamespace); err != nil {
 		return res, err
 	}
+	if err := h.fresh(ctx); err != nil {
+		return res, err
+	}
+	if err := h.namespace(ctx, admissionNamespace, nil); err != nil {
+		return res, err
+	}
+	m, err := h.serve(ctx, "replica-1")
+	if err != nil {
+		return res, err
+	}
+	if err := h.settle(m, p.PhaseTimeout); err != nil {
+		return res, err
+	}
 	prof := h.profile("admission-sequential")
 	res.With, err = sequential(admissionNamespace)
 	prof.end()
 	if err != nil {
+		return res, err
+	}
+	if err := h.settle(m, p.PhaseTimeout); err != nil {
 		return res, err
 	}
 	prof = h.profile("admission-concurrent")

@@ -509,6 +509,38 @@ func (h *harness) cleanUp(ctx context.Context) error {
 	return nil
 }
 
+// fresh stops every replica, removes the webhooks and cleans up: what comes
+// next runs on an API server with no work left over.
+func (h *harness) fresh(ctx context.Context) error {
+	for _, m := range h.managers {
+		m.stop()
+	}
+	h.serving = nil
+	if err := h.setWebhooks(ctx, false); err != nil {
+		return err
+	}
+	return h.cleanUp(ctx)
+}
+
+// settle waits until replica m has sent no Gateway, status or grant write
+// for quiet: a timed run then measures its own work, not the folds of the
+// one before.
+func (h *harness) settle(m *manager, timeout time.Duration) error {
+	var last [3]float64
+	changed := time.Now()
+	if poll(timeout, 250*time.Millisecond, func() bool {
+		g, s, r, err := m.applies()
+		if now := [3]float64{g, s, r}; err != nil || now != last {
+			last, changed = now, time.Now()
+			return false
+		}
+		return time.Since(changed) >= quiet
+	}).IsZero() {
+		return fmt.Errorf("replica %s still writing after %v", m.name, timeout)
+	}
+	return nil
+}
+
 // namespace creates a namespace for a phase, which cleanUp empties later.
 func (h *harness) namespace(ctx context.Context, name string, labels map[string]string) error {
 	h.namespaces = append(h.namespaces, name)

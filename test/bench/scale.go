@@ -91,14 +91,7 @@ const quiet = 2 * time.Second
 // left.
 func (h *harness) scale(ctx context.Context, p Params, only selection) (*ScaleResult, *SteadyResult, *FailoverResult, error) {
 	res := &ScaleResult{Fragments: p.ScaleFragments, Gateways: p.ScaleGateways}
-	for _, m := range h.managers {
-		m.stop()
-	}
-	h.serving = nil
-	if err := h.setWebhooks(ctx, false); err != nil {
-		return res, nil, nil, err
-	}
-	if err := h.cleanUp(ctx); err != nil {
+	if err := h.fresh(ctx); err != nil {
 		return res, nil, nil, err
 	}
 	if err := h.createScale(ctx, p, res); err != nil {
