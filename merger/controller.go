@@ -63,7 +63,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var gatewayRefused *gatewayRefusedError
 	switch {
 	case errors.Is(foldErr, errFenced):
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: fenceRetry}, nil
 	case apierrors.IsConflict(foldErr):
 		// The Gateway changed since the read: fold the newer one. A deposed
 		// leader ends here instead of overwriting its successor's fold.
@@ -85,7 +85,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if r.ManageReferenceGrants && gatewayRefused == nil {
 			switch err := r.applyGrant(ctx, lf, in.Gateway, res.Outcomes, false); {
 			case errors.Is(err, errFenced):
-				return ctrl.Result{}, nil
+				return ctrl.Result{RequeueAfter: fenceRetry}, nil
 			case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
 				changed = true
 			case err != nil:
@@ -109,6 +109,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // errFenced is a write not made because this replica may no longer lead.
 var errFenced = errors.New("not written: this replica may no longer lead")
+
+// fenceRetry is when a fenced write is looked at again: the replica may
+// still renew its lease (client-go's elector gives up a retry period after
+// the renew deadline), or has exited by then.
+const fenceRetry = 2 * time.Second
 
 // fenced returns errFenced while Fence fails.
 func (r *Reconciler) fenced() error {

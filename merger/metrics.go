@@ -27,7 +27,7 @@ var (
 	}, []string{"result"})
 	statusApplies = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatefold_merger_status_applies_total",
-		Help: "Server-side applies of fragment statuses, by result: written, unchanged (not sent), conflict (the fragment changed since the fold read it) or error",
+		Help: "Server-side applies of fragment statuses, by result: written, unchanged (not sent: a fold or a status writer found it stored), conflict (the fragment changed since the status writer's cache showed it; retried) or error",
 	}, []string{"result"})
 	grantWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatefold_merger_reference_grant_writes_total",

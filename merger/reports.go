@@ -24,10 +24,18 @@ import (
 
 // report is the status a fold decided for a fragment, not yet stored.
 type report struct {
-	// generation is the fragment's generation the fold read: the status
-	// holds only for it.
+	// uid and generation are the fragment's the fold read: the status holds
+	// only for them. A fragment created again under the name starts again
+	// at generation 1.
+	uid        types.UID
 	generation int64
 	status     v1alpha1.ListenerFragmentStatus
+}
+
+// supersededBy says whether the fold's view of lf is of a newer object than
+// the one rep was decided for.
+func (rep *report) supersededBy(lf *v1alpha1.ListenerFragment) bool {
+	return lf.UID != rep.uid || lf.Generation > rep.generation
 }
 
 // reports are the statuses the folds decided and the status writers have
@@ -40,19 +48,21 @@ type reports struct {
 }
 
 // publish records the status a fold decided for lf, as the cache showed lf
-// to the fold, and wakes a status writer when the stored one differs. A
-// report of an older generation than one pending is dropped: it was decided
-// from a fragment that has changed since.
+// to the fold, and wakes a status writer. A report decided from an older
+// generation of the object than one pending is dropped. When nothing is
+// pending and the cache shows the status stored, there is nothing to write;
+// when a report is pending, a write may be in flight that the fold's view
+// does not show yet, so the writer, which reads its own writes, decides.
 func (rs *reports) publish(lf *v1alpha1.ListenerFragment, st v1alpha1.ListenerFragmentStatus) {
 	key := keyOf(lf)
 	_, stored := stamped(st, lf.Status)
 	rs.mu.Lock()
-	if old := rs.pending[key]; old != nil && old.generation > lf.Generation {
+	old := rs.pending[key]
+	if old != nil && old.uid == lf.UID && old.generation > lf.Generation {
 		rs.mu.Unlock()
 		return
 	}
-	if stored {
-		delete(rs.pending, key)
+	if stored && old == nil {
 		rs.mu.Unlock()
 		statusApplies.WithLabelValues(resultUnchanged).Inc()
 		return
@@ -60,7 +70,7 @@ func (rs *reports) publish(lf *v1alpha1.ListenerFragment, st v1alpha1.ListenerFr
 	if rs.pending == nil {
 		rs.pending = map[types.NamespacedName]*report{}
 	}
-	rs.pending[key] = &report{generation: lf.Generation, status: st}
+	rs.pending[key] = &report{uid: lf.UID, generation: lf.Generation, status: st}
 	rs.mu.Unlock()
 	if q := rs.queue.Load(); q != nil {
 		(*q).Add(reconcile.Request{NamespacedName: key})
@@ -109,8 +119,8 @@ func (w statusWriter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		return ctrl.Result{}, err
 	}
 	switch {
-	case lf.Generation > rep.generation:
-		// The fold of the newer spec publishes its own report.
+	case rep.supersededBy(lf):
+		// The fold of the newer object publishes its own report.
 		w.r.reports.done(req.NamespacedName, rep)
 		return ctrl.Result{}, nil
 	case lf.Generation < rep.generation:
@@ -120,12 +130,15 @@ func (w statusWriter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 	desired, stored := stamped(rep.status, lf.Status)
 	if stored {
+		statusApplies.WithLabelValues(resultUnchanged).Inc()
 		w.r.reports.done(req.NamespacedName, rep)
 		return ctrl.Result{}, nil
 	}
 	switch err := w.r.applyStatus(ctx, lf, desired); {
 	case errors.Is(err, errFenced):
-		return ctrl.Result{}, nil
+		// This replica may have lost its lease, or may renew it yet: it
+		// looks again then.
+		return ctrl.Result{RequeueAfter: fenceRetry}, nil
 	case apierrors.IsConflict(err):
 		// The cache is behind the fragment: its update brings this request
 		// back, or this retry does.

@@ -411,7 +411,7 @@ type written struct {
 }
 
 // acquire writes the plan's claims in listener order: creates, renewals of
-// its own, takeovers of claims that are no longer live. Then it checks the
+// its own it does not hold as is (heldAsIs), takeovers of claims that are no longer live. Then it checks the
 // Gateway's claims again (recheck) and backs off when a racing request took
 // a conflicting tuple. On a denial it releases what it created or took over,
 // each with the version it wrote, and returns the field errors.
@@ -431,7 +431,7 @@ func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList
 		}
 	}
 	for i := range req.claims {
-		if p.yield[i] {
+		if p.yield[i] || s.heldAsIs(p, i) {
 			continue
 		}
 		w, conflict, err := s.take(ctx, v, p, i)
@@ -468,6 +468,20 @@ func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList
 		release()
 	}
 	return errs, err
+}
+
+// heldAsIs says that kept listener i's claim is the stored fragment's,
+// exactly as the request would write it: no write is needed, since the
+// collector keeps a claim while the stored fragment wants its tuple, which
+// it does. An update that keeps its tuples then writes nothing.
+func (s *ClaimStore) heldAsIs(p *claimPlan, i int) bool {
+	have, h := p.have[i], p.req.holders[i]
+	if !p.req.kept[i] || have == nil || !have.decoded || have.holder.identity() != h.identity() {
+		return false
+	}
+	want := s.Lease(p.req.claims[i], h)
+	return have.lease.Annotations[claimAnnotation] == want.Annotations[claimAnnotation] &&
+		have.lease.Labels[claimGatewayLabel] == want.Labels[claimGatewayLabel]
 }
 
 // recheck checks the request's listeners again against the claims on its

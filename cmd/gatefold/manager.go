@@ -58,7 +58,7 @@ func (o *managerOptions) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.merger.Workers, "merger-workers", 4, "How many Gateways the merger folds at once")
 	fs.IntVar(&o.merger.StatusWorkers, "merger-status-workers", 16, "How many fragment statuses the merger writes at once, apart from its folds")
 	fs.DurationVar(&o.merger.Debounce, "merger-debounce", 200*time.Millisecond, "How long a Gateway's events must stay quiet before it is folded: a burst of fragment changes costs one Gateway write")
-	fs.DurationVar(&o.merger.DebounceMax, "merger-debounce-max", 5*time.Second, "The longest a burst of events delays a Gateway's fold, however busy it stays")
+	fs.DurationVar(&o.merger.DebounceMax, "merger-debounce-max", 10*time.Second, "The longest a burst of events delays a Gateway's fold, however busy it stays")
 	fs.DurationVar(&o.merger.Resync, "merger-resync-period", 10*time.Minute, "How often every Gateway is folded again without an event, which repairs statuses someone else changed; a current one writes nothing")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect one leader among the replicas to run the merger; false runs it in every replica, for a single replica only")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "gatefold-leader", "Name of the Lease the replicas elect the leader with")

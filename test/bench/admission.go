@@ -154,10 +154,19 @@ func (h *harness) admission(ctx context.Context, p Params) (AdmissionResult, err
 		t.PerSecond = float64(p.Routes-t.Errors) / t.Seconds
 		return t, nil
 	}
-	if _, err := h.serve(ctx, "replica-0"); err != nil {
+	// Both sides run alike: on a settled replica, and settled again between
+	// the sequential and the concurrent run.
+	m, err := h.serve(ctx, "replica-0")
+	if err != nil {
+		return res, err
+	}
+	if err := h.settle(m, p.PhaseTimeout); err != nil {
 		return res, err
 	}
 	if res.Without, err = sequential(admissionWithoutNamespace); err != nil {
+		return res, err
+	}
+	if err := h.settle(m, p.PhaseTimeout); err != nil {
 		return res, err
 	}
 	if res.ThroughputWithout, err = concurrent(admissionWithoutNamespace); err != nil {
@@ -169,8 +178,7 @@ func (h *harness) admission(ctx context.Context, p Params) (AdmissionResult, err
 	if err := h.namespace(ctx, admissionNamespace, nil); err != nil {
 		return res, err
 	}
-	m, err := h.serve(ctx, "replica-1")
-	if err != nil {
+	if m, err = h.serve(ctx, "replica-1"); err != nil {
 		return res, err
 	}
 	if err := h.settle(m, p.PhaseTimeout); err != nil {
