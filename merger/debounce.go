@@ -28,8 +28,12 @@ type debouncer struct {
 	bursts map[reconcile.Request]burst
 }
 
-// burst is when a Gateway's first and last pending events came.
-type burst struct{ first, last time.Time }
+// burst is when a Gateway's first and last pending events came, and how
+// many came.
+type burst struct {
+	first, last time.Time
+	events      int
+}
 
 func newDebouncer(quiet, maxDelay time.Duration) *debouncer {
 	return &debouncer{quiet: quiet, maxDelay: maxDelay, now: time.Now, bursts: map[reconcile.Request]burst{}}
@@ -46,6 +50,7 @@ func (d *debouncer) event(req reconcile.Request) time.Duration {
 		b.first = now
 	}
 	b.last = now
+	b.events++
 	d.bursts[req] = b
 	return d.wait(b, now)
 }
@@ -71,7 +76,21 @@ func (d *debouncer) due(req reconcile.Request) time.Duration {
 }
 
 func (d *debouncer) wait(b burst, now time.Time) time.Duration {
-	return max(0, min(b.last.Add(d.quiet).Sub(now), b.first.Add(d.maxDelay).Sub(now)))
+	return max(0, min(b.last.Add(d.quietFor(b)).Sub(now), b.first.Add(d.maxDelay).Sub(now)))
+}
+
+// quietFor is the quiet period that ends burst b: the configured one, or,
+// for a Gateway whose events keep coming a few hundred milliseconds apart
+// (many route controller workers spread over many Gateways), four of their
+// mean gaps, at most five quiet periods. Else one gap a little longer than
+// the mean ends a burst that is still coming, and a Gateway is written
+// about once per apply for as long as the burst lasts.
+func (d *debouncer) quietFor(b burst) time.Duration {
+	if b.events < 2 {
+		return d.quiet
+	}
+	gap := b.last.Sub(b.first) / time.Duration(b.events-1)
+	return min(max(d.quiet, 4*gap), 5*d.quiet)
 }
 
 // debounced wraps an event handler so that the Gateways it enqueues are

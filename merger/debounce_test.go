@@ -25,9 +25,21 @@ func TestDebouncer(t *testing.T) {
 		},
 		"each event restarts the quiet period": {
 			{at: 0, event: true, wait: quiet},
-			{at: 150 * time.Millisecond, event: true, wait: quiet},
-			{at: 200 * time.Millisecond, wait: 150 * time.Millisecond},
-			{at: 350 * time.Millisecond, wait: 0},
+			{at: 40 * time.Millisecond, event: true, wait: quiet},
+			{at: 100 * time.Millisecond, wait: 140 * time.Millisecond},
+			{at: 240 * time.Millisecond, wait: 0},
+		},
+		"events a few hundred milliseconds apart wait four mean gaps": {
+			{at: 0, event: true, wait: quiet},
+			{at: 150 * time.Millisecond, event: true, wait: 600 * time.Millisecond},
+			{at: 300 * time.Millisecond, event: true, wait: 600 * time.Millisecond},
+			{at: 600 * time.Millisecond, wait: 300 * time.Millisecond},
+			{at: 900 * time.Millisecond, wait: 0},
+		},
+		"the longer quiet is at most five quiet periods": {
+			{at: 0, event: true, wait: quiet},
+			{at: 800 * time.Millisecond, event: true, wait: 5 * quiet},
+			{at: 1800 * time.Millisecond, wait: 0},
 		},
 		"a burst that never goes quiet is folded at the maximum delay": {
 			{at: 0, event: true, wait: quiet},
