@@ -195,17 +195,16 @@ func readClaim(l *coordinationv1.Lease) *held {
 	return h
 }
 
-// claimWait bounds how long a request waits for this replica's informer to
-// see its claims: well inside the webhooks' 10s timeout, so that the
+// claimWait bounds a request's claim work, its waits for this replica's
+// informer included, and releaseWait the release of what a denied request
+// wrote: together well inside the webhooks' 10s timeout, so that the
 // requester reads why instead of a timeout.
-const claimWait = 5 * time.Second
+const claimWait, releaseWait = 5 * time.Second, 2 * time.Second
 
 // claimsOn reads the claims on Gateway gw from the informer once it has
 // synced and seen every claim write up to resourceVersion since ("" for
 // none).
 func (s *ClaimStore) claimsOn(ctx context.Context, gw types.NamespacedName, since string) ([]*held, error) {
-	ctx, cancel := context.WithTimeout(ctx, claimWait)
-	defer cancel()
 	if err := s.Claims.caughtUp(ctx, since); err != nil {
 		return nil, err
 	}
@@ -424,6 +423,9 @@ func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList
 	var mine []written
 	lastWrite := ""
 	release := func() {
+		// Also after the claim work ran out of time.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWait)
+		defer cancel()
 		for _, w := range mine {
 			if _, err := s.release(ctx, w.name, w.version); err != nil {
 				logf.FromContext(ctx).Error(err, "Releasing a claim of a denied request; the collector will release it", "claim", w.name)

@@ -124,6 +124,9 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 		return warnings, invalid(lf, append(errs, checkListeners(lf, gwKey.String(), base, req.kept)...))
 	}
 
+	// One deadline for the claim work, not one per wait.
+	ctx, cancel := context.WithTimeout(ctx, claimWait)
+	defer cancel()
 	plan, errs, err := v.claims.check(ctx, req, base)
 	if err != nil {
 		return warnings, v.internal(ctx, lf, err)
