@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -107,19 +108,29 @@ type debouncedHandler[T any] struct {
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 func (h debouncedHandler[T]) Create(ctx context.Context, e event.TypedCreateEvent[T], q queue) {
-	h.h.Create(ctx, e, debouncedQueue{q, h.d})
+	h.h.Create(ctx, e, h.wrap(q))
 }
 
 func (h debouncedHandler[T]) Update(ctx context.Context, e event.TypedUpdateEvent[T], q queue) {
-	h.h.Update(ctx, e, debouncedQueue{q, h.d})
+	h.h.Update(ctx, e, h.wrap(q))
 }
 
 func (h debouncedHandler[T]) Delete(ctx context.Context, e event.TypedDeleteEvent[T], q queue) {
-	h.h.Delete(ctx, e, debouncedQueue{q, h.d})
+	h.h.Delete(ctx, e, h.wrap(q))
 }
 
 func (h debouncedHandler[T]) Generic(ctx context.Context, e event.TypedGenericEvent[T], q queue) {
-	h.h.Generic(ctx, e, debouncedQueue{q, h.d})
+	h.h.Generic(ctx, e, h.wrap(q))
+}
+
+// wrap debounces what the handler adds to q. On controller-runtime's
+// priority queue it stays one, so that the handler still gives the events
+// of the initial list, and updates that change nothing, a low priority.
+func (h debouncedHandler[T]) wrap(q queue) queue {
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		return debouncedPriorityQueue{PriorityQueue: pq, d: h.d}
+	}
+	return debouncedQueue{q, h.d}
 }
 
 // debouncedQueue turns a handler's Add into an Add after the quiet period;
@@ -130,3 +141,21 @@ type debouncedQueue struct {
 }
 
 func (q debouncedQueue) Add(req reconcile.Request) { q.AddAfter(req, q.d.event(req)) }
+
+// debouncedPriorityQueue is debouncedQueue on a priority queue.
+type debouncedPriorityQueue struct {
+	priorityqueue.PriorityQueue[reconcile.Request]
+	d *debouncer
+}
+
+func (q debouncedPriorityQueue) Add(req reconcile.Request) {
+	q.AddWithOpts(priorityqueue.AddOpts{}, req)
+}
+
+func (q debouncedPriorityQueue) AddWithOpts(o priorityqueue.AddOpts, reqs ...reconcile.Request) {
+	for _, req := range reqs {
+		o := o
+		o.After = max(o.After, q.d.event(req))
+		q.PriorityQueue.AddWithOpts(o, req)
+	}
+}

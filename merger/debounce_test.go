@@ -1,11 +1,17 @@
 package merger
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 func TestDebouncer(t *testing.T) {
@@ -74,5 +80,28 @@ func TestDebouncer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// On controller-runtime's priority queue a debounced event still waits the
+// quiet period, and an event of the informer's initial list keeps its low
+// priority, so that a leader that just started folds changes first.
+func TestDebouncedEventsKeepTheirPriority(t *testing.T) {
+	const quiet = 50 * time.Millisecond
+	q := priorityqueue.New[reconcile.Request]("debounce-test")
+	defer q.ShutDown()
+	h := debounced(newDebouncer(quiet, time.Second), handler.EventHandler(&handler.EnqueueRequestForObject{}))
+	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "shared"}}
+	start := time.Now()
+	h.Create(context.Background(), event.CreateEvent{Object: gw, IsInInitialList: true}, q)
+	req, priority, _ := q.GetWithPriority()
+	if waited := time.Since(start); waited < quiet {
+		t.Errorf("The Gateway was ready after %v, before the quiet period of %v", waited, quiet)
+	}
+	if want := (reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "infra", Name: "shared"}}); req != want {
+		t.Errorf("Got %v, want %v", req, want)
+	}
+	if priority != handler.LowPriority {
+		t.Errorf("An initial-list event has priority %d, want %d (low)", priority, handler.LowPriority)
 	}
 }
