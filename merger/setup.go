@@ -67,11 +67,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		ManageReferenceGrants: opts.ManageReferenceGrants,
 		Resync:                opts.Resync,
 		Fence:                 opts.Fence,
+		debounce:              newDebouncer(opts.Debounce, opts.DebounceMax),
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ListenerFragment{}, certificateNamespaceIndex, certificateNamespaces); err != nil {
 		return fmt.Errorf("indexing fragments by certificate namespace: %w", err)
 	}
-	r.debounce = newDebouncer(opts.Debounce, opts.DebounceMax)
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("merger").
 		Watches(&gwv1.Gateway{}, debounced(r.debounce, &handler.EnqueueRequestForObject{})).

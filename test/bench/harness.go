@@ -526,19 +526,32 @@ func (h *harness) fresh(ctx context.Context) error {
 // for quiet: a timed run then measures its own work, not the folds of the
 // one before.
 func (h *harness) settle(m *manager, timeout time.Duration) error {
-	var last [3]float64
-	changed := time.Now()
-	if poll(timeout, 250*time.Millisecond, func() bool {
-		g, s, r, err := m.applies()
-		if now := [3]float64{g, s, r}; err != nil || now != last {
-			last, changed = now, time.Now()
-			return false
-		}
-		return time.Since(changed) >= quiet
-	}).IsZero() {
+	if _, ok := m.quiesce(timeout, nil, nil); !ok {
 		return fmt.Errorf("replica %s still writing after %v", m.name, timeout)
 	}
 	return nil
+}
+
+// quiesce polls replica m until its Gateway, status and grant writes, and
+// the count more returns (nil for none), have not changed for quiet and done
+// (nil for always) holds of that count. It returns when they last changed,
+// and whether that happened within timeout.
+func (m *manager) quiesce(timeout time.Duration, more func() float64, done func(more float64) bool) (time.Time, bool) {
+	var last [4]float64
+	changed := time.Now()
+	ok := !poll(timeout, 250*time.Millisecond, func() bool {
+		g, s, r, err := m.applies()
+		now := [4]float64{g, s, r}
+		if more != nil {
+			now[3] = more()
+		}
+		if err != nil || now != last {
+			last, changed = now, time.Now()
+			return false
+		}
+		return time.Since(changed) >= quiet && (done == nil || done(now[3]))
+	}).IsZero()
+	return changed, ok
 }
 
 // namespace creates a namespace for a phase, which cleanUp empties later.

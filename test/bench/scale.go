@@ -267,18 +267,10 @@ func (h *harness) firstInstall(ctx context.Context, p Params, watch cache.Cache,
 	progress("  converged=%v in %.1fs (%.2f× the creates); waiting for the claims", res.Converged, res.ConvergeSeconds, res.ConvergeSeconds/res.CreateSeconds)
 
 	// Settled: folded, every claim backfilled, and nothing sent for quiet.
-	var last [4]float64
-	changed := time.Now()
-	settled := poll(p.PhaseTimeout, 250*time.Millisecond, func() bool {
-		g, s, r, err := leader.applies()
-		now := [4]float64{g, s, r, float64(claims(ctx, watch))}
-		if err != nil || now != last {
-			last, changed = now, time.Now()
-			return false
-		}
-		return int(now[3]) == p.ScaleFragments && time.Since(changed) >= quiet && scaleFolded(ctx, watch, p)
-	})
-	res.Settled = !settled.IsZero()
+	changed, settled := leader.quiesce(p.PhaseTimeout,
+		func() float64 { return float64(claims(ctx, watch)) },
+		func(n float64) bool { return int(n) == p.ScaleFragments && scaleFolded(ctx, watch, p) })
+	res.Settled = settled
 	if !res.Settled {
 		changed = time.Now()
 	}
