@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,11 +40,17 @@ type Reconciler struct {
 	// replica may no longer lead: a leader frozen past its lease that wakes
 	// up writes nothing before it notices the loss and exits.
 	Fence func() error
+	// ListenerSetControllers are the controllerNames of the GatewayClasses
+	// whose ListenerSets the merger folds (see rules.ListenerSetsFolded).
+	ListenerSetControllers sets.Set[string]
 
-	carried  carriedMemo
-	refusals refusalMemo
-	debounce *debouncer
-	reports  reports
+	leftAlone announced
+	carried   carriedMemo
+	refusals  refusalMemo
+	debounce  *debouncer
+	// fragmentReports and setReports are the statuses decided for
+	// ListenerFragments and ListenerSets, each kind with its writers.
+	fragmentReports, setReports reports
 }
 
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=patch
@@ -55,11 +62,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if wait := r.debounce.due(req); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	in, err := r.read(ctx, req.NamespacedName)
+	in, listenerSets, err := r.read(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	res, foldErr := r.fold(ctx, req.NamespacedName, &in)
+	if foldErr == nil && listenerSets && in.Gateway.DeletionTimestamp.IsZero() {
+		foldErr = r.applyAttachedListenerSets(ctx, in.Gateway, attachedListenerSets(res))
+	}
 	var gatewayRefused *gatewayRefusedError
 	switch {
 	case errors.Is(foldErr, errFenced):
@@ -79,7 +89,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	changed := false
 	for i := range in.Fragments {
 		lf := &in.Fragments[i]
-		r.reports.publish(lf, res.Statuses[keyOf(lf)])
+		r.reportsOf(rules.KindOf(lf)).publish(lf, res.Statuses[keyOf(lf)])
 		// After a refused apply the Gateway still carries the listeners it
 		// had: their grants must stay as they are.
 		if r.ManageReferenceGrants && gatewayRefused == nil {
@@ -123,8 +133,9 @@ func (r *Reconciler) fenced() error {
 	return nil
 }
 
-// read gathers the fold's input from the cache.
-func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input, error) {
+// read gathers the fold's input from the cache, and says whether it holds
+// the Gateway's ListenerSets.
+func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input, bool, error) {
 	in := Input{NamespaceLabels: map[string]map[string]string{}, Grants: map[string][]gwv1.ReferenceGrant{}}
 	gw := &gwv1.Gateway{}
 	switch err := r.Client.Get(ctx, key, gw); {
@@ -132,7 +143,7 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 		r.carried.forget(key)
 		r.refusals.forget(key)
 	case err != nil:
-		return in, fmt.Errorf("reading Gateway %s: %w", key, err)
+		return in, false, fmt.Errorf("reading Gateway %s: %w", key, err)
 	default:
 		in.Gateway = gw
 		in.Managed = rules.ManagedListeners(gw)
@@ -143,25 +154,35 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 	// writers wrote. A status it reads stale is checked again by its writer.
 	list := &v1alpha1.ListenerFragmentList{}
 	if err := r.Client.List(ctx, list, client.MatchingFields{rules.ParentIndex: key.String()}, client.DisableReadYourWritesConsistency); err != nil {
-		return in, fmt.Errorf("listing fragments of Gateway %s: %w", key, err)
+		return in, false, fmt.Errorf("listing fragments of Gateway %s: %w", key, err)
 	}
 	for _, lf := range list.Items {
-		if !lf.DeletionTimestamp.IsZero() {
-			continue
+		if lf.DeletionTimestamp.IsZero() {
+			in.Fragments = append(in.Fragments, lf)
 		}
-		in.Fragments = append(in.Fragments, lf)
+	}
+	listenerSets, err := r.foldsListenerSets(ctx, in.Gateway)
+	if err != nil {
+		return in, false, err
+	}
+	if listenerSets {
+		if err := r.readListenerSets(ctx, key, &in); err != nil {
+			return in, false, err
+		}
+	}
+	for _, lf := range in.Fragments {
 		if err := r.readNamespace(ctx, lf.Namespace, in.NamespaceLabels); err != nil {
-			return in, err
+			return in, false, err
 		}
 		for i, l := range lf.Spec.Listeners {
 			for _, ref := range rules.ForeignCertificateRefs(lf.Namespace, i, l) {
 				if err := r.readGrants(ctx, ref.Namespace, in.Grants); err != nil {
-					return in, err
+					return in, false, err
 				}
 			}
 		}
 	}
-	return in, nil
+	return in, listenerSets, nil
 }
 
 // readNamespace reads a namespace's labels, metadata only, once per fold.

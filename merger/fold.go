@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -35,7 +34,7 @@ type Input struct {
 	CarriedSince map[gwv1.SectionName]int64
 	// Rejected are fragments whose listeners the API server refused on the
 	// Gateway, with its message: they are left out so that the rest fold.
-	Rejected map[types.NamespacedName]string
+	Rejected map[rules.Source]string
 }
 
 // Result is what the fold decided for one Gateway.
@@ -45,14 +44,14 @@ type Result struct {
 	Listeners []gwv1.Listener
 	// Statuses are the fragments' statuses by namespace/name. Conditions
 	// carry no lastTransitionTime: the writer keeps the stored one.
-	Statuses map[types.NamespacedName]v1alpha1.ListenerFragmentStatus
+	Statuses map[rules.Source]v1alpha1.ListenerFragmentStatus
 	// Outcomes are every fragment listener's outcome, in precedence order.
 	Outcomes []Outcome
 }
 
 // Outcome is what became of one fragment listener.
 type Outcome struct {
-	Fragment types.NamespacedName
+	Fragment rules.Source
 	Listener gwv1.SectionName
 	// Reason is Accepted when folded, else why not.
 	Reason gwv1.ListenerEntryConditionReason
@@ -71,7 +70,7 @@ func (o Outcome) Folded() bool { return o.Reason == gwv1.ListenerEntryReasonAcce
 // in.Fragments. The result never repeats a name or a tuple of another
 // listener, and never holds more than MaxListeners with the own listeners.
 func Fold(in Input) Result {
-	res := Result{Statuses: map[types.NamespacedName]v1alpha1.ListenerFragmentStatus{}}
+	res := Result{Statuses: map[rules.Source]v1alpha1.ListenerFragmentStatus{}}
 	fragments := slices.Clone(in.Fragments)
 	slices.SortFunc(fragments, rules.Precedence)
 
@@ -105,9 +104,7 @@ func Fold(in Input) Result {
 	return res
 }
 
-func keyOf(lf *v1alpha1.ListenerFragment) types.NamespacedName {
-	return types.NamespacedName{Namespace: lf.Namespace, Name: lf.Name}
-}
+func keyOf(lf *v1alpha1.ListenerFragment) rules.Source { return rules.SourceOf(lf) }
 
 func gatewayKey(gw *gwv1.Gateway) string { return gw.Namespace + "/" + gw.Name }
 
@@ -133,8 +130,8 @@ func (b *board) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Re
 		outcomes[i] = Outcome{Fragment: key, Listener: e.Name}
 		// Checked on every fold, not only at admission: a revoked grant
 		// withdraws the listener.
-		if refs := rules.UngrantedRefs(lf.Namespace, i, e, grants); len(refs) > 0 {
-			outcomes[i].Reason, outcomes[i].Message = gwv1.ListenerEntryReasonRefNotPermitted, rules.RefNotPermittedMessage(lf.Namespace, refs[0])
+		if refs := rules.UngrantedRefs(rules.KindOf(lf), lf.Namespace, i, e, grants); len(refs) > 0 {
+			outcomes[i].Reason, outcomes[i].Message = gwv1.ListenerEntryReasonRefNotPermitted, rules.RefNotPermittedMessage(rules.KindOf(lf), lf.Namespace, refs[0])
 			continue
 		}
 		entry := rules.EntryOf(l.Port, l.Protocol, l.Hostname)
@@ -142,7 +139,7 @@ func (b *board) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Re
 			outcomes[i].Reason, outcomes[i].Message = gwv1.ListenerEntryConditionReason(c.Reason), c.Message(entry, b.gateway, lf.Namespace)
 			continue
 		}
-		local.Take(rules.Holder{Namespace: lf.Namespace, Fragment: lf.Name, Listener: e.Name, Entry: entry})
+		local.Take(rules.HolderOf(lf, e))
 		folded = append(folded, l)
 		foldedIdx = append(foldedIdx, i)
 	}
@@ -158,7 +155,7 @@ func (b *board) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Re
 	for j, i := range foldedIdx {
 		outcomes[i].GatewayListener = &folded[j]
 		outcomes[i].Reason = gwv1.ListenerEntryReasonAccepted
-		outcomes[i].Message = fmt.Sprintf("Folded into Gateway %s as listener %q", b.gateway, v1alpha1.ListenerName(lf.Namespace, lf.Name, lf.Spec.Listeners[i].Name))
+		outcomes[i].Message = fmt.Sprintf("Folded into Gateway %s as listener %q", b.gateway, rules.GatewayListenerName(lf, lf.Spec.Listeners[i].Name))
 	}
 	return outcomes, folded
 }
@@ -169,7 +166,7 @@ func (b *board) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Re
 func Listener(lf *v1alpha1.ListenerFragment, e gwv1.ListenerEntry) gwv1.Listener {
 	e = *e.DeepCopy()
 	l := gwv1.Listener{
-		Name:          v1alpha1.ListenerName(lf.Namespace, lf.Name, e.Name),
+		Name:          rules.GatewayListenerName(lf, e.Name),
 		Hostname:      e.Hostname,
 		Port:          e.Port,
 		Protocol:      e.Protocol,

@@ -2,6 +2,7 @@ package merger
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -45,17 +46,22 @@ func gateway(from gwv1.FromNamespaces, ls ...gwv1.Listener) *gwv1.Gateway {
 	}
 }
 
-// outcomes renders what became of every listener as "ns/fragment/listener: Reason".
+// outcomes renders what became of every listener as "ns/fragment/listener:
+// Reason", with "ListenerSet " before a ListenerSet's.
 func outcomes(r Result) []string {
 	var out []string
 	for _, o := range r.Outcomes {
-		out = append(out, fmt.Sprintf("%s/%s: %s", o.Fragment, o.Listener, o.Reason))
+		src := o.Fragment.NamespacedName.String()
+		if o.Fragment.Kind == rules.KindListenerSet {
+			src = o.Fragment.String()
+		}
+		out = append(out, fmt.Sprintf("%s/%s: %s", src, o.Listener, o.Reason))
 	}
 	return out
 }
 
 func accepted(r Result, ns, name string) string {
-	c := meta.FindStatusCondition(r.Statuses[types.NamespacedName{Namespace: ns, Name: name}].Conditions, "Accepted")
+	c := meta.FindStatusCondition(r.Statuses[fragmentKey(ns, name)].Conditions, "Accepted")
 	if c == nil {
 		return "<none>"
 	}
@@ -215,7 +221,7 @@ func TestFoldWithoutGateway(t *testing.T) {
 	if len(r.Listeners) != 0 {
 		t.Errorf("Folded %d listeners into a missing Gateway", len(r.Listeners))
 	}
-	c := meta.FindStatusCondition(r.Statuses[types.NamespacedName{Namespace: "a", Name: "f"}].Conditions, "Accepted")
+	c := meta.FindStatusCondition(r.Statuses[fragmentKey("a", "f")].Conditions, "Accepted")
 	if c == nil || c.Reason != "ParentNotAccepted" || c.Message != "Gateway infra/shared does not exist" {
 		t.Errorf("Accepted = %+v, want ParentNotAccepted naming the Gateway", c)
 	}
@@ -301,7 +307,7 @@ func TestFoldStatusMirrorsGateway(t *testing.T) {
 			gw.Generation = 7
 			gw.Status.Listeners = reported(tc.observed)
 			in := Input{Gateway: gw, Fragments: []v1alpha1.ListenerFragment{lf}, Managed: sets.New(folded.Name), CarriedSince: map[gwv1.SectionName]int64{folded.Name: tc.since}}
-			st := Fold(in).Statuses[types.NamespacedName{Namespace: "shop", Name: "checkout"}]
+			st := Fold(in).Statuses[fragmentKey("shop", "checkout")]
 			if diff := cmp.Diff([]v1alpha1.ListenerStatus{tc.want}, st.Listeners); diff != "" {
 				t.Errorf("Listener status (-want +got):\n%s", diff)
 			}
@@ -355,7 +361,7 @@ func checkInvariants(t *testing.T, in Input, r Result) {
 		held = append(held, rules.Holder{Listener: l.Name, Entry: e})
 	}
 	for _, lf := range in.Fragments {
-		if _, ok := r.Statuses[types.NamespacedName{Namespace: lf.Namespace, Name: lf.Name}]; !ok {
+		if _, ok := r.Statuses[keyOf(&lf)]; !ok {
 			t.Fatalf("Fragment %s/%s has no status", lf.Namespace, lf.Name)
 		}
 	}
@@ -499,7 +505,7 @@ func TestFoldChecksReferenceGrants(t *testing.T) {
 			if tc.grants != nil {
 				return
 			}
-			ls := r.Statuses[types.NamespacedName{Namespace: "shop", Name: "f"}].Listeners[0]
+			ls := r.Statuses[fragmentKey("shop", "f")].Listeners[0]
 			c := meta.FindStatusCondition(ls.Conditions, string(gwv1.ListenerEntryConditionResolvedRefs))
 			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "RefNotPermitted" ||
 				!strings.Contains(c.Message, "no ReferenceGrant in namespace certs allows ListenerFragments from namespace shop") {
@@ -513,7 +519,7 @@ func TestFoldConflictedListenerSaysTheConflictEverywhere(t *testing.T) {
 	r := Fold(Input{Gateway: gateway(gwv1.NamespacesFromAll, own("main", 443, gwv1.HTTPSProtocolType, "app.example.com")), Fragments: []v1alpha1.ListenerFragment{
 		fragment("shop", "f", 0, entry("web", 443, gwv1.HTTPSProtocolType, "app.example.com")),
 	}})
-	ls := r.Statuses[types.NamespacedName{Namespace: "shop", Name: "f"}].Listeners[0]
+	ls := r.Statuses[fragmentKey("shop", "f")].Listeners[0]
 	for _, want := range []struct {
 		t string
 		s metav1.ConditionStatus
@@ -529,13 +535,112 @@ func TestFoldLeavesOutRejectedFragments(t *testing.T) {
 	in := Input{Gateway: gateway(gwv1.NamespacesFromAll), Fragments: []v1alpha1.ListenerFragment{
 		fragment("shop", "f", 0, entry("web", 443, gwv1.HTTPSProtocolType, "a.example.com")),
 		fragment("shop", "g", 1, entry("web", 443, gwv1.HTTPSProtocolType, "b.example.com")),
-	}, Rejected: map[types.NamespacedName]string{{Namespace: "shop", Name: "f"}: "denied by policy no-a"}}
+	}, Rejected: map[rules.Source]string{fragmentKey("shop", "f"): "denied by policy no-a"}}
 	r := Fold(in)
 	if diff := cmp.Diff([]string{"shop/g/web: Accepted"}, outcomes(r)); diff != "" {
 		t.Fatalf("Outcomes (-want +got):\n%s", diff)
 	}
-	c := meta.FindStatusCondition(r.Statuses[types.NamespacedName{Namespace: "shop", Name: "f"}].Conditions, "Accepted")
+	c := meta.FindStatusCondition(r.Statuses[fragmentKey("shop", "f")].Conditions, "Accepted")
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "ListenersNotValid" || !strings.HasSuffix(c.Message, ": denied by policy no-a") {
 		t.Errorf("Accepted = %+v, want False ListenersNotValid with the API server's message", c)
+	}
+}
+
+func fragmentKey(ns, name string) rules.Source {
+	return rules.Source{Kind: rules.KindListenerFragment, NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
+}
+
+// listenerSet is a ListenerSet ns/name created `created` seconds after the
+// epoch, as the fold reads it.
+func listenerSet(ns, name string, created int, ls ...gwv1.ListenerEntry) v1alpha1.ListenerFragment {
+	f := fragment(ns, name, created, ls...)
+	return rules.FromListenerSet(&gwv1.ListenerSet{ObjectMeta: f.ObjectMeta, Spec: gwv1.ListenerSetSpec{ParentRef: f.Spec.ParentRef, Listeners: ls}})
+}
+
+func TestFoldOrdersListenerSetsAndFragmentsAsOne(t *testing.T) {
+	host := func(h string) gwv1.ListenerEntry { return entry("web", 80, gwv1.HTTPProtocolType, h) }
+	in := Input{
+		Gateway: gateway(gwv1.NamespacesFromAll, own("own", 80, gwv1.HTTPProtocolType, "own.example.com")),
+		Fragments: []v1alpha1.ListenerFragment{
+			// A ListenerSet and a fragment of one name, neither conflicting.
+			listenerSet("shop", "app", 0, host("set.example.com")),
+			fragment("shop", "app", 0, host("fragment.example.com")),
+			// The older source wins, whatever its kind.
+			fragment("shop", "old", 1, host("a.example.com")),
+			listenerSet("shop", "new", 2, host("a.example.com"), entry("own", 80, gwv1.HTTPProtocolType, "own.example.com")),
+			listenerSet("shop", "older", 1, entry("tcp", 80, gwv1.TCPProtocolType, "")),
+		},
+		NamespaceLabels: map[string]map[string]string{"shop": {}},
+	}
+	r := Fold(in)
+	want := []string{
+		"shop/app/web: Accepted",
+		"ListenerSet shop/app/web: Accepted",
+		"shop/old/web: Accepted",
+		"ListenerSet shop/older/tcp: ProtocolConflict",
+		"ListenerSet shop/new/web: HostnameConflict",
+		"ListenerSet shop/new/own: HostnameConflict",
+	}
+	if diff := cmp.Diff(want, outcomes(r)); diff != "" {
+		t.Errorf("Outcomes (-want +got):\n%s", diff)
+	}
+	names := map[gwv1.SectionName]bool{}
+	for _, l := range r.Listeners {
+		names[l.Name] = true
+	}
+	if set, frag := v1alpha1.ListenerSetListenerName("shop", "app", "web"), v1alpha1.ListenerName("shop", "app", "web"); !names[set] || !names[frag] {
+		t.Errorf("Folded listeners %v, want both %s (the ListenerSet's) and %s (the fragment's)", slices.Collect(maps.Keys(names)), set, frag)
+	}
+
+	// Upstream's ListenerSet status: a set none of whose listeners folds is
+	// not accepted, and a conflicted listener says the conflict thrice.
+	st := r.Statuses[rules.Source{Kind: rules.KindListenerSet, NamespacedName: types.NamespacedName{Namespace: "shop", Name: "new"}}]
+	for typ, want := range map[string]string{"Accepted": "False/ListenersNotValid", "Programmed": "False/ListenersNotValid"} {
+		if c := meta.FindStatusCondition(st.Conditions, typ); c == nil || string(c.Status)+"/"+c.Reason != want {
+			t.Errorf("ListenerSet shop/new %s = %+v, want %s", typ, c, want)
+		}
+	}
+	for typ, want := range map[string]string{"Accepted": "False/HostnameConflict", "Conflicted": "True/HostnameConflict", "Programmed": "False/HostnameConflict"} {
+		if c := meta.FindStatusCondition(st.Listeners[0].Conditions, typ); c == nil || string(c.Status)+"/"+c.Reason != want {
+			t.Errorf("ListenerSet shop/new listener %s = %+v, want %s", typ, c, want)
+		}
+	}
+	if c := meta.FindStatusCondition(st.Listeners[0].Conditions, "Accepted"); c != nil && !strings.Contains(c.Message, "of a ListenerFragment in another namespace") && !strings.Contains(c.Message, "ListenerFragment old") {
+		t.Errorf("The conflict message does not name the holder's kind: %q", c.Message)
+	}
+	checkInvariants(t, in, r)
+}
+
+func TestFoldChecksListenerSetGrantsByKind(t *testing.T) {
+	e := entry("web", 443, gwv1.HTTPSProtocolType, "app.example.com")
+	e.TLS = &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert", Namespace: ptr.To(gwv1.Namespace("certs"))}}}
+	grant := func(kind gwv1.Kind) gwv1.ReferenceGrant {
+		return gwv1.ReferenceGrant{Spec: gwv1.ReferenceGrantSpec{
+			From: []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: kind, Namespace: "shop"}},
+			To:   []gwv1.ReferenceGrantTo{{Kind: "Secret"}},
+		}}
+	}
+	tests := map[string]struct {
+		grant gwv1.ReferenceGrant
+		want  gwv1.ListenerEntryConditionReason
+	}{
+		"a grant from ListenerSets":         {grant: grant("ListenerSet"), want: gwv1.ListenerEntryReasonAccepted},
+		"a grant to the Gateway is not one": {grant: grant("Gateway"), want: gwv1.ListenerEntryReasonRefNotPermitted},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := Fold(Input{
+				Gateway:         gateway(gwv1.NamespacesFromAll),
+				Fragments:       []v1alpha1.ListenerFragment{listenerSet("shop", "app", 0, e)},
+				NamespaceLabels: map[string]map[string]string{"shop": {}},
+				Grants:          map[string][]gwv1.ReferenceGrant{"certs": {tc.grant}},
+			})
+			if got := r.Outcomes[0]; got.Reason != tc.want {
+				t.Fatalf("Outcome %s (%s), want %s", got.Reason, got.Message, tc.want)
+			}
+			if tc.want == gwv1.ListenerEntryReasonRefNotPermitted && !strings.Contains(r.Outcomes[0].Message, "allows ListenerSets from namespace shop") {
+				t.Errorf("Message %q does not say which grant the ListenerSet needs", r.Outcomes[0].Message)
+			}
+		})
 	}
 }

@@ -9,28 +9,39 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	lfapply "github.com/gatefold/gatefold/api/v1alpha1/applyconfiguration/api/v1alpha1"
 	"github.com/gatefold/gatefold/rules"
 )
 
-// applyStatus server-side applies a fragment's status, stamped with its
-// transition times (a 409 when the fragment changed since the cache showed
-// it), and records an event for each listener whose outcome changed.
+// applyStatus server-side applies a fragment's (or ListenerSet's) status,
+// stamped with its transition times (a 409 when the object changed since the
+// cache showed it), and records an event for each listener whose outcome
+// changed.
 func (r *Reconciler) applyStatus(ctx context.Context, lf *v1alpha1.ListenerFragment, desired v1alpha1.ListenerFragmentStatus) error {
 	if err := r.fenced(); err != nil {
 		return err
 	}
-	status := &lfapply.ListenerFragmentStatusApplyConfiguration{}
-	if err := convert(desired, status); err != nil {
-		return fmt.Errorf("encoding status of ListenerFragment %s: %w", klog.KObj(lf), err)
-	}
 	// Fenced like the Gateway apply: a deposed leader's stale status is refused.
-	applied := lfapply.ListenerFragment(lf.Name, lf.Namespace).WithResourceVersion(lf.ResourceVersion).WithStatus(status)
+	var applied runtime.ApplyConfiguration
+	var err error
+	if rules.KindOf(lf) == rules.KindListenerSet {
+		status := &gwapply.ListenerSetStatusApplyConfiguration{}
+		err = convert(rules.ToListenerSetStatus(desired), status)
+		applied = gwapply.ListenerSet(lf.Name, lf.Namespace).WithResourceVersion(lf.ResourceVersion).WithStatus(status)
+	} else {
+		status := &lfapply.ListenerFragmentStatusApplyConfiguration{}
+		err = convert(desired, status)
+		applied = lfapply.ListenerFragment(lf.Name, lf.Namespace).WithResourceVersion(lf.ResourceVersion).WithStatus(status)
+	}
+	if err != nil {
+		return fmt.Errorf("encoding status of %s: %w", keyOf(lf), err)
+	}
 	if err := r.Client.Status().Apply(ctx, applied, client.FieldOwner(rules.FieldManager), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // deleted since the cache saw it
@@ -40,7 +51,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, lf *v1alpha1.ListenerFragm
 			return err
 		}
 		statusApplies.WithLabelValues(resultError).Inc()
-		return fmt.Errorf("applying status of ListenerFragment %s: %w", klog.KObj(lf), err)
+		return fmt.Errorf("applying status of %s: %w", keyOf(lf), err)
 	}
 	statusApplies.WithLabelValues(resultWritten).Inc()
 	r.recordEvents(lf, lf.Status, desired)

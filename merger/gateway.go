@@ -66,7 +66,7 @@ func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *Inp
 			log.FromContext(ctx).Info("The API server refused a fragment's listeners; folding the others", "gateway", klog.KObj(gw), "fragment", fragment, "message", msg)
 		}
 		if in.Rejected == nil {
-			in.Rejected = map[types.NamespacedName]string{}
+			in.Rejected = map[rules.Source]string{}
 		}
 		maps.Copy(in.Rejected, blamed)
 		r.refusals.remember(key, in.Fragments, blamed, time.Now())
@@ -95,7 +95,7 @@ func refusedByGateway(in *Input, err error) Result {
 	gw := in.Gateway
 	msg := fmt.Sprintf("The API server refused gatefold's write to Gateway %s, which its owner must resolve: %v", gatewayKey(gw), err)
 	if in.Rejected == nil {
-		in.Rejected = map[types.NamespacedName]string{}
+		in.Rejected = map[rules.Source]string{}
 	}
 	for {
 		res := Fold(*in)
@@ -125,9 +125,9 @@ func refused(err error) bool {
 // but only if the Gateway takes some set of gatefold's listeners without it
 // (those accepted so far, or none): else the cause is not the fragment's. It
 // costs about 2·r·log2(n) dry runs for r refused fragments of n.
-func (r *Reconciler) bisect(ctx context.Context, gw *gwv1.Gateway, res Result) (map[types.NamespacedName]string, error) {
+func (r *Reconciler) bisect(ctx context.Context, gw *gwv1.Gateway, res Result) (map[rules.Source]string, error) {
 	type group struct {
-		key       types.NamespacedName
+		key       rules.Source
 		listeners []gwv1.Listener
 	}
 	var groups []group
@@ -141,7 +141,7 @@ func (r *Reconciler) bisect(ctx context.Context, gw *gwv1.Gateway, res Result) (
 		groups[len(groups)-1].listeners = append(groups[len(groups)-1].listeners, *o.GatewayListener)
 	}
 	var accepted []gwv1.Listener
-	blamed := map[types.NamespacedName]string{}
+	blamed := map[rules.Source]string{}
 	var baseline error // whether the Gateway takes none of gatefold's listeners
 	baselineTried := false
 	// Refused alone while nothing was accepted and the Gateway refuses none of

@@ -27,13 +27,18 @@ import (
 // Gateway's namespace to read exactly those Secrets.
 
 // GrantName is the name of the ReferenceGrant the merger keeps for a
-// fragment, in the fragment's namespace.
+// fragment (or ListenerSet), in its namespace. A ListenerSet's starts
+// "gatefold.listenerset.", which no fragment's "gatefold-" name can.
 func GrantName(lf *v1alpha1.ListenerFragment) string {
-	const prefix, max = "gatefold-", 253
+	const max = 253
+	prefix := "gatefold-"
+	if rules.KindOf(lf) == rules.KindListenerSet {
+		prefix = "gatefold.listenerset."
+	}
 	name := prefix + lf.Name
 	if len(name) > max {
 		// Cut names stay distinct by the hash that ends a listener name.
-		h := string(v1alpha1.ListenerName(lf.Namespace, lf.Name, ""))
+		h := string(rules.GatewayListenerName(lf, ""))
 		name = name[:max-17] + "-" + h[len(h)-16:]
 	}
 	return name
@@ -154,7 +159,7 @@ func desiredGrant(key types.NamespacedName, lf *v1alpha1.ListenerFragment, gatew
 			Name:      key.Name,
 			Labels:    map[string]string{"app.kubernetes.io/managed-by": rules.FieldManager},
 			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: v1alpha1.GroupVersion.String(), Kind: "ListenerFragment", Name: lf.Name, UID: lf.UID, Controller: ptr.To(true),
+				APIVersion: rules.APIVersionOf(rules.KindOf(lf)), Kind: rules.KindOf(lf), Name: lf.Name, UID: lf.UID, Controller: ptr.To(true),
 			}},
 		},
 		Spec: gwv1.ReferenceGrantSpec{From: []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: "Gateway", Namespace: gwv1.Namespace(gatewayNS)}}},

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // refusalTTL is how long a fragment the API server refused stays left out
@@ -22,7 +23,7 @@ const refusalTTL = time.Minute
 // for every event while nothing changed.
 type refusalMemo struct {
 	mu        sync.Mutex
-	byGateway map[types.NamespacedName]map[types.NamespacedName]refusal
+	byGateway map[types.NamespacedName]map[rules.Source]refusal
 	// owner holds, per Gateway, a refusal no fragment causes.
 	owner map[types.NamespacedName]ownerRefusal
 }
@@ -78,15 +79,15 @@ type refusal struct {
 
 // recall returns the refusals of the Gateway's fragments that still hold:
 // same object, same generation, not expired. It drops the others.
-func (m *refusalMemo) recall(gateway types.NamespacedName, fragments []v1alpha1.ListenerFragment, now time.Time) map[types.NamespacedName]string {
+func (m *refusalMemo) recall(gateway types.NamespacedName, fragments []v1alpha1.ListenerFragment, now time.Time) map[rules.Source]string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	held := m.byGateway[gateway]
 	if len(held) == 0 {
 		return nil
 	}
-	out := map[types.NamespacedName]string{}
-	kept := map[types.NamespacedName]refusal{}
+	out := map[rules.Source]string{}
+	kept := map[rules.Source]refusal{}
 	for i := range fragments {
 		k := keyOf(&fragments[i])
 		if r, ok := held[k]; ok && r.uid == fragments[i].UID && r.generation == fragments[i].Generation && now.Sub(r.at) < refusalTTL {
@@ -99,14 +100,14 @@ func (m *refusalMemo) recall(gateway types.NamespacedName, fragments []v1alpha1.
 }
 
 // remember records newly refused fragments of a Gateway.
-func (m *refusalMemo) remember(gateway types.NamespacedName, fragments []v1alpha1.ListenerFragment, refused map[types.NamespacedName]string, now time.Time) {
+func (m *refusalMemo) remember(gateway types.NamespacedName, fragments []v1alpha1.ListenerFragment, refused map[rules.Source]string, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.byGateway == nil {
-		m.byGateway = map[types.NamespacedName]map[types.NamespacedName]refusal{}
+		m.byGateway = map[types.NamespacedName]map[rules.Source]refusal{}
 	}
 	if m.byGateway[gateway] == nil {
-		m.byGateway[gateway] = map[types.NamespacedName]refusal{}
+		m.byGateway[gateway] = map[rules.Source]refusal{}
 	}
 	for i := range fragments {
 		k := keyOf(&fragments[i])

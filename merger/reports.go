@@ -12,9 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // A fold decides every fragment's status; storing them is separate work,
@@ -38,8 +40,8 @@ func (rep *report) supersededBy(lf *v1alpha1.ListenerFragment) bool {
 	return lf.UID != rep.uid || lf.Generation > rep.generation
 }
 
-// reports are the statuses the folds decided and the status writers have
-// not yet seen stored.
+// reports are the statuses the folds decided for sources of one kind and
+// the status writers have not yet seen stored.
 type reports struct {
 	mu      sync.Mutex
 	pending map[types.NamespacedName]*report
@@ -54,7 +56,12 @@ type reports struct {
 // when a report is pending, a write may be in flight that the fold's view
 // does not show yet, so the writer, which reads its own writes, decides.
 func (rs *reports) publish(lf *v1alpha1.ListenerFragment, st v1alpha1.ListenerFragmentStatus) {
-	key := keyOf(lf)
+	key := client.ObjectKeyFromObject(lf)
+	if rules.KindOf(lf) == rules.KindListenerSet {
+		// As stored: a ListenerSet's status cannot say which Gateway
+		// listener each listener became.
+		st = rules.FromListenerSetStatus(rules.ToListenerSetStatus(st))
+	}
 	_, stored := stamped(st, lf.Status)
 	rs.mu.Lock()
 	old := rs.pending[key]
@@ -100,20 +107,31 @@ func stamped(desired, stored v1alpha1.ListenerFragmentStatus) (v1alpha1.Listener
 	return desired, equality.Semantic.DeepEqual(desired, stored)
 }
 
-// statusWriter stores the reports of the folds, one fragment per request.
+// reportsOf returns the reports of sources of a kind.
+func (r *Reconciler) reportsOf(kind string) *reports {
+	if kind == rules.KindListenerSet {
+		return &r.setReports
+	}
+	return &r.fragmentReports
+}
+
+// statusWriter stores the reports of the folds for sources of one kind, one
+// source per request.
 type statusWriter struct {
-	r *Reconciler
+	r    *Reconciler
+	kind string
 }
 
 func (w statusWriter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	rep := w.r.reports.get(req.NamespacedName)
+	reports := w.r.reportsOf(w.kind)
+	rep := reports.get(req.NamespacedName)
 	if rep == nil {
 		return ctrl.Result{}, nil
 	}
-	lf := &v1alpha1.ListenerFragment{}
-	switch err := w.r.Client.Get(ctx, req.NamespacedName, lf); {
+	lf, err := w.r.getSource(ctx, w.kind, req.NamespacedName)
+	switch {
 	case apierrors.IsNotFound(err):
-		w.r.reports.done(req.NamespacedName, rep)
+		reports.done(req.NamespacedName, rep)
 		return ctrl.Result{}, nil
 	case err != nil:
 		return ctrl.Result{}, err
@@ -121,7 +139,7 @@ func (w statusWriter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	switch {
 	case rep.supersededBy(lf):
 		// The fold of the newer object publishes its own report.
-		w.r.reports.done(req.NamespacedName, rep)
+		reports.done(req.NamespacedName, rep)
 		return ctrl.Result{}, nil
 	case lf.Generation < rep.generation:
 		// The cache has not seen the fragment the fold read: its update
@@ -131,7 +149,7 @@ func (w statusWriter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	desired, stored := stamped(rep.status, lf.Status)
 	if stored {
 		statusApplies.WithLabelValues(resultUnchanged).Inc()
-		w.r.reports.done(req.NamespacedName, rep)
+		reports.done(req.NamespacedName, rep)
 		return ctrl.Result{}, nil
 	}
 	switch err := w.r.applyStatus(ctx, lf, desired); {

@@ -6,11 +6,13 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 )
 
 func TestReportsKeepTheNewestGenerationAndDropWhatIsStored(t *testing.T) {
@@ -57,7 +59,7 @@ func TestReportsKeepTheNewestGenerationAndDropWhatIsStored(t *testing.T) {
 				lf = fragment(uid, p.gen, stored)
 				rs.publish(lf, status(p.report))
 			}
-			got := rs.get(keyOf(lf))
+			got := rs.get(client.ObjectKeyFromObject(lf))
 			switch {
 			case tc.want == "" && got != nil:
 				t.Errorf("Pending: %s of generation %d, want none", got.status.Conditions[0].Reason, got.generation)
@@ -78,15 +80,15 @@ func TestWriterDropsTheReportOfAnObjectCreatedAgain(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(lf).WithStatusSubresource(lf).Build()
 	r := &Reconciler{Client: c}
 	old := &v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "old", Generation: 3}}
-	r.reports.publish(old, v1alpha1.ListenerFragmentStatus{Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "NotAllowed"}}})
-	if _, err := (statusWriter{r: r}).Reconcile(context.Background(), reconcile.Request{NamespacedName: keyOf(lf)}); err != nil {
+	r.fragmentReports.publish(old, v1alpha1.ListenerFragmentStatus{Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "NotAllowed"}}})
+	if _, err := (statusWriter{r: r, kind: rules.KindListenerFragment}).Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(lf)}); err != nil {
 		t.Fatal(err)
 	}
-	if rep := r.reports.get(keyOf(lf)); rep != nil {
+	if rep := r.fragmentReports.get(client.ObjectKeyFromObject(lf)); rep != nil {
 		t.Errorf("The old object's report (uid %s, generation %d) is still pending", rep.uid, rep.generation)
 	}
 	got := &v1alpha1.ListenerFragment{}
-	if err := c.Get(context.Background(), keyOf(lf), got); err != nil {
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(lf), got); err != nil {
 		t.Fatal(err)
 	}
 	if len(got.Status.Conditions) != 0 {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -39,6 +38,11 @@ type Options struct {
 	// Fence, when set, fails while this replica may no longer lead: the
 	// merger then writes nothing.
 	Fence func() error
+	// ListenerSetControllers are the controllerNames of the GatewayClasses
+	// whose ListenerSets the merger folds; when empty, it neither watches nor
+	// reads ListenerSets, and their CRD need not be installed.
+	// manager.IndexListenerSetParents must have been registered otherwise.
+	ListenerSetControllers sets.Set[string]
 }
 
 // certificateNamespaceIndex indexes fragments by the namespaces their
@@ -47,7 +51,11 @@ type Options struct {
 const certificateNamespaceIndex = "gatefold.dev/certificate-namespaces"
 
 func certificateNamespaces(o client.Object) []string {
-	lf := o.(*v1alpha1.ListenerFragment)
+	lf, ok := o.(*v1alpha1.ListenerFragment)
+	if !ok {
+		ls := rules.FromListenerSet(o.(*gwv1.ListenerSet))
+		lf = &ls
+	}
 	ns := sets.New[string]()
 	for i, l := range lf.Spec.Listeners {
 		for _, ref := range rules.ForeignCertificateRefs(lf.Namespace, i, l) {
@@ -62,17 +70,24 @@ func certificateNamespaces(o client.Object) []string {
 // been registered.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	r := &Reconciler{
-		Client:                mgr.GetClient(),
-		Recorder:              mgr.GetEventRecorder("gatefold-merger"),
-		ManageReferenceGrants: opts.ManageReferenceGrants,
-		Resync:                opts.Resync,
-		Fence:                 opts.Fence,
-		debounce:              newDebouncer(opts.Debounce, opts.DebounceMax),
+		Client:                 mgr.GetClient(),
+		Recorder:               mgr.GetEventRecorder("gatefold-merger"),
+		ManageReferenceGrants:  opts.ManageReferenceGrants,
+		Resync:                 opts.Resync,
+		Fence:                  opts.Fence,
+		ListenerSetControllers: opts.ListenerSetControllers,
+		debounce:               newDebouncer(opts.Debounce, opts.DebounceMax),
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ListenerFragment{}, certificateNamespaceIndex, certificateNamespaces); err != nil {
 		return fmt.Errorf("indexing fragments by certificate namespace: %w", err)
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
+	listenerSets := opts.ListenerSetControllers.Len() > 0
+	if listenerSets {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &gwv1.ListenerSet{}, certificateNamespaceIndex, certificateNamespaces); err != nil {
+			return fmt.Errorf("indexing ListenerSets by certificate namespace: %w", err)
+		}
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("merger").
 		Watches(&gwv1.Gateway{}, debounced(r.debounce, &handler.EnqueueRequestForObject{})).
 		// Only spec changes matter: the merger's own status writes must not
@@ -83,26 +98,65 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		WatchesMetadata(&corev1.Namespace{}, debounced(r.debounce, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfNamespace)),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Watches(&gwv1.ReferenceGrant{}, debounced(r.debounce, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfGrant))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
-		Complete(r)
-	if err != nil {
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers})
+	if listenerSets {
+		b = b.Watches(&gwv1.ListenerSet{}, debounced(r.debounce, handler.EnqueueRequestsFromMapFunc(parentOfListenerSet)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			// A class opted in or out, or one that starts or stops listing
+			// the ListenerSet feature, changes what its Gateways fold.
+			Watches(&gwv1.GatewayClass{}, debounced(r.debounce, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfClass)))
+	}
+	if err := b.Complete(r); err != nil {
 		return err
 	}
-	// Every change of a fragment, its status included, brings its pending
-	// report back: a status someone else wrote meanwhile is stamped afresh.
+	if err := statusWriters(mgr, r, rules.KindListenerFragment, &v1alpha1.ListenerFragment{}, opts.StatusWorkers); err != nil || !listenerSets {
+		return err
+	}
+	return statusWriters(mgr, r, rules.KindListenerSet, &gwv1.ListenerSet{}, opts.StatusWorkers)
+}
+
+// statusWriters registers the status writers of one kind of source. Every
+// change of a source, its status included, brings its pending report back:
+// a status someone else wrote meanwhile is stamped afresh.
+func statusWriters(mgr ctrl.Manager, r *Reconciler, kind string, obj client.Object, workers int) error {
+	name := "merger-status"
+	if kind == rules.KindListenerSet {
+		name = "merger-listenerset-status"
+	}
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("merger-status").
-		For(&v1alpha1.ListenerFragment{}).
+		Named(name).
+		For(obj).
 		WatchesRawSource(source.Func(func(_ context.Context, q queue) error {
-			r.reports.queue.Store(&q)
+			r.reportsOf(kind).queue.Store(&q)
 			return nil
 		})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.StatusWorkers}).
-		Complete(statusWriter{r: r})
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(statusWriter{r: r, kind: kind})
 }
 
 func parentOfFragment(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: rules.ParentOf(o.(*v1alpha1.ListenerFragment))}}
+}
+
+func parentOfListenerSet(_ context.Context, o client.Object) []reconcile.Request {
+	lf := rules.FromListenerSet(o.(*gwv1.ListenerSet))
+	return []reconcile.Request{{NamespacedName: rules.ParentOf(&lf)}}
+}
+
+// gatewaysOfClass maps a GatewayClass to its Gateways.
+func (r *Reconciler) gatewaysOfClass(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &gwv1.GatewayList{}
+	if err := r.Client.List(ctx, list, client.DisableReadYourWritesConsistency); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the Gateways of a GatewayClass", "gatewayClass", o.GetName())
+		return nil
+	}
+	var out []reconcile.Request
+	for _, gw := range list.Items {
+		if string(gw.Spec.GatewayClassName) == o.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&gw)})
+		}
+	}
+	return out
 }
 
 // gatewaysOfNamespace maps a namespace whose labels changed to the Gateways
@@ -114,6 +168,14 @@ func (r *Reconciler) gatewaysOfNamespace(ctx context.Context, o client.Object) [
 	if err := r.Client.List(ctx, list, client.InNamespace(o.GetName()), client.DisableReadYourWritesConsistency); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing fragments of a relabelled namespace", "namespace", o.GetName())
 		return nil
+	}
+	if r.ListenerSetControllers.Len() > 0 {
+		sets := &gwv1.ListenerSetList{}
+		if err := r.Client.List(ctx, sets, client.InNamespace(o.GetName()), client.DisableReadYourWritesConsistency); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing ListenerSets of a relabelled namespace", "namespace", o.GetName())
+			return nil
+		}
+		list.Items = append(list.Items, rules.FromListenerSets(sets.Items)...)
 	}
 	return parentsOf(list.Items)
 }
@@ -128,11 +190,14 @@ func (r *Reconciler) gatewaysOfGrant(ctx context.Context, o client.Object) []rec
 		ctrl.LoggerFrom(ctx).Error(err, "Listing fragments with certificates in a namespace", "namespace", o.GetNamespace())
 		return nil
 	}
-	if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == "ListenerFragment" && ref.APIVersion == v1alpha1.GroupVersion.String() {
-		lf := v1alpha1.ListenerFragment{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}, &lf); err == nil {
-			list.Items = append(list.Items, lf)
-		}
+	sets, err := r.listenerSetsWithCertificatesIn(ctx, o.GetNamespace())
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing ListenerSets with certificates in a namespace", "namespace", o.GetNamespace())
+		return nil
+	}
+	list.Items = append(list.Items, sets...)
+	if owner := r.ownerOfGrant(ctx, o); owner != nil {
+		list.Items = append(list.Items, *owner)
 	}
 	return parentsOf(list.Items)
 }

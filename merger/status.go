@@ -11,6 +11,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // The status a fragment gets is part of the fold: pure, from the outcomes
@@ -112,7 +113,7 @@ func fragmentStatus(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, since map[g
 		switch {
 		case o.Folded():
 			folded++
-			name := v1alpha1.ListenerName(lf.Namespace, lf.Name, o.Listener)
+			name := rules.GatewayListenerName(lf, o.Listener)
 			ls.Gateway = &v1alpha1.GatewayListenerReference{Namespace: gwv1.Namespace(gw.Namespace), Name: gwv1.ObjectName(gw.Name), ListenerName: name}
 			ls.Conditions = []metav1.Condition{
 				condition(gwv1.ListenerEntryConditionAccepted, metav1.ConditionTrue, gwv1.ListenerEntryReasonAccepted, lf.Generation, o.Message),
@@ -124,7 +125,7 @@ func fragmentStatus(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, since map[g
 				gen = gw.Generation
 			}
 			if r, ok := reportedFor(gw, o.GatewayListener, gen); ok {
-				ls.AttachedRoutes = r.AttachedRoutes
+				ls.AttachedRoutes, ls.SupportedKinds = r.AttachedRoutes, r.SupportedKinds
 				for _, t := range mirrored {
 					if c := meta.FindStatusCondition(r.Conditions, string(t)); c != nil {
 						c := *c

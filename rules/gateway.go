@@ -46,14 +46,15 @@ func ManagedListeners(gw *gwv1.Gateway) sets.Set[gwv1.SectionName] {
 }
 
 // OwnListeners returns the Gateway's own listeners: those that gatefold
-// neither applied (managed) nor would name for one of the fragments. A
+// neither applied (managed) nor would name for one of the fragments (or
+// ListenerSets). A
 // listener folded for a since-deleted fragment is therefore not "own", and
 // neither is one a fragment is about to get.
 func OwnListeners(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], fragments []v1alpha1.ListenerFragment) []gwv1.Listener {
 	generated := sets.New[gwv1.SectionName]()
 	for _, lf := range fragments {
 		for _, l := range lf.Spec.Listeners {
-			generated.Insert(v1alpha1.ListenerName(lf.Namespace, lf.Name, l.Name))
+			generated.Insert(GatewayListenerName(&lf, l.Name))
 		}
 	}
 	var own []gwv1.Listener

@@ -6,13 +6,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-
-	"github.com/gatefold/gatefold/api/v1alpha1"
 )
 
 // A fragment's certificateRefs resolve in its own namespace. A reference into
 // another namespace needs a ReferenceGrant there that lets ListenerFragments
-// of the fragment's namespace read the Secret; admission and every fold check
+// (for a ListenerSet, ListenerSets) of the fragment's namespace read the
+// Secret; admission and every fold check
 // it, so revoking the grant withdraws the listener.
 
 // ForeignRef is a certificateRef of a fragment listener into another
@@ -58,13 +57,15 @@ func GroupKindOf(ref gwv1.SecretObjectReference) (gwv1.Group, gwv1.Kind) {
 }
 
 // RefGranted says whether one of grants, the ReferenceGrants of the Secret's
-// namespace, lets ListenerFragments of namespace fromNS reference it.
-func RefGranted(grants []gwv1.ReferenceGrant, fromNS string, ref gwv1.SecretObjectReference) bool {
+// namespace, lets sources of kind fromKind (ListenerFragment or ListenerSet)
+// in namespace fromNS reference it. A grant to another kind, the Gateway
+// included, does not count.
+func RefGranted(grants []gwv1.ReferenceGrant, fromKind, fromNS string, ref gwv1.SecretObjectReference) bool {
 	group, kind := GroupKindOf(ref)
 	for _, g := range grants {
 		fromOK := false
 		for _, f := range g.Spec.From {
-			if string(f.Group) == v1alpha1.GroupVersion.Group && f.Kind == "ListenerFragment" && string(f.Namespace) == fromNS {
+			if string(f.Group) == GroupOfKind(fromKind) && string(f.Kind) == fromKind && string(f.Namespace) == fromNS {
 				fromOK = true
 			}
 		}
@@ -81,20 +82,21 @@ func RefGranted(grants []gwv1.ReferenceGrant, fromNS string, ref gwv1.SecretObje
 }
 
 // UngrantedRefs returns listener i's references into other namespaces that
-// no grant allows; grants are the ReferenceGrants by namespace.
-func UngrantedRefs(fromNS string, i int, l gwv1.ListenerEntry, grants map[string][]gwv1.ReferenceGrant) []ForeignRef {
+// no grant allows the source (of kind fromKind, in fromNS); grants are the
+// ReferenceGrants by namespace.
+func UngrantedRefs(fromKind, fromNS string, i int, l gwv1.ListenerEntry, grants map[string][]gwv1.ReferenceGrant) []ForeignRef {
 	var out []ForeignRef
 	for _, r := range ForeignCertificateRefs(fromNS, i, l) {
-		if !RefGranted(grants[r.Namespace], fromNS, r.Ref) {
+		if !RefGranted(grants[r.Namespace], fromKind, fromNS, r.Ref) {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// RefNotPermittedMessage says which grant a fragment in namespace fromNS
-// needs for r, and where.
-func RefNotPermittedMessage(fromNS string, r ForeignRef) string {
-	return fmt.Sprintf("Secret %s/%s is in another namespace and no ReferenceGrant in namespace %s allows ListenerFragments from namespace %s to reference it: create one there (from group %s, kind ListenerFragment, namespace %s; to kind Secret), or use a Secret in namespace %s",
-		r.Namespace, r.Ref.Name, r.Namespace, fromNS, v1alpha1.GroupVersion.Group, fromNS, fromNS)
+// RefNotPermittedMessage says which grant a source of kind fromKind in
+// namespace fromNS needs for r, and where.
+func RefNotPermittedMessage(fromKind, fromNS string, r ForeignRef) string {
+	return fmt.Sprintf("Secret %s/%s is in another namespace and no ReferenceGrant in namespace %s allows %ss from namespace %s to reference it: create one there (from group %s, kind %s, namespace %s; to kind Secret), or use a Secret in namespace %s",
+		r.Namespace, r.Ref.Name, r.Namespace, fromKind, fromNS, GroupOfKind(fromKind), fromKind, fromNS, fromNS)
 }

@@ -7,6 +7,7 @@
 package rules
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -119,7 +120,9 @@ func (e Entry) String() string {
 // Holder is a listener that took a tuple, as a fragment's owner may read of
 // it.
 type Holder struct {
-	// Namespace and Fragment name the fragment; Namespace is "" for the
+	// Kind is the kind of source, KindListenerFragment when empty.
+	Kind string
+	// Namespace and Fragment name the source; Namespace is "" for the
 	// Gateway's own listeners.
 	Namespace string
 	Fragment  string
@@ -130,13 +133,14 @@ type Holder struct {
 // Describe names the holder to a requester in namespace requesterNS: another
 // tenant's fragment is never named.
 func (h Holder) Describe(requesterNS string) string {
+	kind := cmp.Or(h.Kind, KindListenerFragment)
 	switch {
 	case h.Namespace == "":
 		return fmt.Sprintf("the Gateway's own listener %q (%s)", h.Listener, h.Entry.Protocol)
 	case h.Namespace == requesterNS:
-		return fmt.Sprintf("listener %q (%s) of ListenerFragment %s", h.Listener, h.Entry.Protocol, h.Fragment)
+		return fmt.Sprintf("listener %q (%s) of %s %s", h.Listener, h.Entry.Protocol, kind, h.Fragment)
 	}
-	return fmt.Sprintf("a listener (%s) of a ListenerFragment in another namespace", h.Entry.Protocol)
+	return fmt.Sprintf("a listener (%s) of a %s in another namespace", h.Entry.Protocol, kind)
 }
 
 // Conflict is why a listener cannot join the listeners already taken: an

@@ -197,12 +197,19 @@ func TestUngrantedRefs(t *testing.T) {
 			To:   []gwv1.ReferenceGrantTo{{Group: "", Kind: "Secret", Name: to}},
 		}}
 	}
+	upstream := func(fromKind gwv1.Kind) gwv1.ReferenceGrant {
+		g := grant(fromKind, "shop", nil)
+		g.Spec.From[0].Group = gwv1.GroupName
+		return g
+	}
+	listenerSetGrant, gatewayGrant := upstream("ListenerSet"), upstream("Gateway")
 	certs := func(g ...gwv1.ReferenceGrant) map[string][]gwv1.ReferenceGrant {
 		return map[string][]gwv1.ReferenceGrant{"certs": g}
 	}
 	tests := map[string]struct {
 		l       gwv1.ListenerEntry
 		grants  map[string][]gwv1.ReferenceGrant
+		kind    string // of the source; a ListenerFragment when empty
 		granted bool
 	}{
 		"a Secret in the fragment's namespace needs no grant": {l: withRef(""), granted: true},
@@ -214,10 +221,18 @@ func TestUngrantedRefs(t *testing.T) {
 		"a grant for another namespace's fragments":           {l: withRef("certs"), grants: certs(grant("ListenerFragment", "blog", nil))},
 		"a grant from another kind":                           {l: withRef("certs"), grants: certs(grant("Gateway", "shop", nil))},
 		"a grant in another namespace":                        {l: withRef("certs"), grants: map[string][]gwv1.ReferenceGrant{"shop": {grant("ListenerFragment", "shop", nil)}}},
+		"a ListenerSet's grant":                               {l: withRef("certs"), kind: KindListenerSet, grants: certs(listenerSetGrant), granted: true},
+		"a fragment's grant does not serve a ListenerSet":     {l: withRef("certs"), kind: KindListenerSet, grants: certs(grant("ListenerFragment", "shop", nil))},
+		"a ListenerSet's grant does not serve a fragment":     {l: withRef("certs"), grants: certs(listenerSetGrant)},
+		"a Gateway's grant does not serve a ListenerSet":      {l: withRef("certs"), kind: KindListenerSet, grants: certs(gatewayGrant)},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := UngrantedRefs("shop", 0, tc.l, tc.grants)
+			kind := tc.kind
+			if kind == "" {
+				kind = KindListenerFragment
+			}
+			got := UngrantedRefs(kind, "shop", 0, tc.l, tc.grants)
 			if (len(got) == 0) != tc.granted {
 				t.Fatalf("UngrantedRefs = %v, want granted %v", got, tc.granted)
 			}

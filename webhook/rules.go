@@ -65,7 +65,7 @@ func checkListeners(lf *v1alpha1.ListenerFragment, gateway string, others *rules
 			errs = append(errs, conflictError(i, l, c, gateway, lf.Namespace))
 			continue
 		}
-		h := rules.Holder{Namespace: lf.Namespace, Fragment: lf.Name, Listener: l.Name, Entry: e}
+		h := rules.HolderOf(lf, l)
 		all.Take(h)
 		mine.Take(h)
 	}
@@ -108,8 +108,8 @@ func CheckAllowedListeners(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, nsLa
 func CheckCertificateRefs(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant) field.ErrorList {
 	var errs field.ErrorList
 	for i, l := range lf.Spec.Listeners {
-		for _, r := range rules.UngrantedRefs(lf.Namespace, i, l, grants) {
-			errs = append(errs, field.Forbidden(r.Path, rules.RefNotPermittedMessage(lf.Namespace, r)))
+		for _, r := range rules.UngrantedRefs(rules.KindListenerFragment, lf.Namespace, i, l, grants) {
+			errs = append(errs, field.Forbidden(r.Path, rules.RefNotPermittedMessage(rules.KindListenerFragment, lf.Namespace, r)))
 		}
 	}
 	return errs

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -36,6 +37,11 @@ type Options struct {
 	// Fence, when set, fails while this replica may no longer lead: the
 	// collector then skips its round.
 	Fence func() error
+	// ListenerSetControllers are the controllerNames of the GatewayClasses
+	// whose ListenerSets gatefold folds: a fragment is also checked against
+	// their listeners. manager.IndexListenerSetParents must have been
+	// registered when it is not empty.
+	ListenerSetControllers sets.Set[string]
 }
 
 // +kubebuilder:webhook:path=/mutate-gatefold-dev-v1alpha1-listenerfragment,mutating=true,failurePolicy=fail,sideEffects=None,groups=gatefold.dev,resources=listenerfragments,verbs=create;update,versions=v1alpha1,name=mlistenerfragment.gatefold.dev,admissionReviewVersions=v1,timeoutSeconds=10
@@ -66,7 +72,7 @@ type Options struct {
 // "informers", which fails until they have all synced: the manager starts
 // the webhook server before the caches.
 func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
-	informers, err := webhookInformers(mgr.GetCache())
+	informers, err := webhookInformers(mgr.GetCache(), opts.ListenerSetControllers.Len() > 0)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +89,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.ListenerFragment{}).
 		WithDefaulter(fragmentDefaulter{}).
-		WithValidator(&fragmentValidator{cache: mgr.GetCache(), claims: claims}).
+		WithValidator(&fragmentValidator{cache: mgr.GetCache(), claims: claims, listenerSetControllers: opts.ListenerSetControllers}).
 		Complete(); err != nil {
 		return nil, err
 	}
@@ -136,18 +142,23 @@ func newClaimStore(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 
 // webhookInformers gets from the cache, creating them, the informers of what
 // the webhooks read: Gateways, namespaces as metadata, ReferenceGrants and
-// ListenerFragments. Before the cache starts this only registers them; the
-// cache starts them with itself.
-func webhookInformers(c cache.Informers) (map[string]syncer, error) {
+// ListenerFragments, and with listenerSets ListenerSets and GatewayClasses.
+// Before the cache starts this only registers them; the cache starts them
+// with itself.
+func webhookInformers(c cache.Informers, listenerSets bool) (map[string]syncer, error) {
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(namespaceGVK)
 	informers := map[string]syncer{}
-	for name, obj := range map[string]client.Object{
+	objs := map[string]client.Object{
 		"Gateways":          &gwv1.Gateway{},
 		"namespaces":        ns,
 		"ReferenceGrants":   &gwv1.ReferenceGrant{},
 		"ListenerFragments": &v1alpha1.ListenerFragment{},
-	} {
+	}
+	if listenerSets {
+		objs["ListenerSets"], objs["GatewayClasses"] = &gwv1.ListenerSet{}, &gwv1.GatewayClass{}
+	}
+	for name, obj := range objs {
 		i, err := c.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
 		if err != nil {
 			return nil, fmt.Errorf("creating the informer of %s: %w", name, err)

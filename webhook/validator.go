@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -27,6 +28,9 @@ var fragmentGK = v1alpha1.GroupVersion.WithKind("ListenerFragment").GroupKind()
 type fragmentValidator struct {
 	cache  client.Reader
 	claims *ClaimStore
+	// listenerSetControllers are those of the GatewayClasses whose
+	// ListenerSets gatefold folds.
+	listenerSetControllers sets.Set[string]
 }
 
 func (v *fragmentValidator) ValidateCreate(ctx context.Context, lf *v1alpha1.ListenerFragment) (admission.Warnings, error) {
@@ -148,8 +152,11 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 
 // storedBoard returns a board of what the request is checked against besides
 // claims: the Gateway's own listeners, then, in precedence order, the
-// listeners of the Gateway's other stored fragments that the fold would
-// place (not being deleted, of a namespace the Gateway admits). A stored
+// listeners of the Gateway's other stored fragments, and of its ListenerSets
+// where gatefold folds them, that the fold would place (not being deleted,
+// of a namespace the Gateway admits). ListenerSets take no claims: upstream
+// stores them whatever they conflict with, and the fold reports that in their
+// status; a fragment is denied a tuple one already wants. A stored
 // fragment may hold no claim (its Gateway was created after it, its
 // namespace opted out of admission or back in, gatefold was installed after
 // it) until the collector's next round; it precedes any create, and on an
@@ -160,6 +167,11 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv
 	if err != nil {
 		return nil, err
 	}
+	listenerSets, err := v.listenerSetsOf(ctx, gw)
+	if err != nil {
+		return nil, err
+	}
+	fragments = append(fragments, listenerSets...)
 	b := rules.OwnBoard(rules.OwnListeners(gw, rules.ManagedListeners(gw), fragments))
 	placed, err := view.placed(ctx, gw, fragments)
 	if err != nil {
@@ -169,11 +181,11 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv
 	}
 	slices.SortFunc(placed, rules.Precedence)
 	for _, f := range placed {
-		if f.Namespace == lf.Namespace && f.Name == lf.Name {
+		if rules.SourceOf(&f) == rules.SourceOf(lf) {
 			continue
 		}
 		for _, l := range f.Spec.Listeners {
-			b.Take(rules.Holder{Namespace: f.Namespace, Fragment: f.Name, Listener: l.Name, Entry: entryOf(l)})
+			b.Take(rules.HolderOf(&f, l))
 		}
 	}
 	return b, nil
@@ -206,6 +218,29 @@ func fragmentsOf(ctx context.Context, c client.Reader, gw *gwv1.Gateway) ([]v1al
 		return nil, fmt.Errorf("listing fragments of Gateway %s: %w", klog.KObj(gw), err)
 	}
 	return list.Items, nil
+}
+
+// listenerSetsOf lists gw's ListenerSets, as fragments of kind ListenerSet,
+// when gatefold folds those of its class; else none.
+func (v *fragmentValidator) listenerSetsOf(ctx context.Context, gw *gwv1.Gateway) ([]v1alpha1.ListenerFragment, error) {
+	if v.listenerSetControllers.Len() == 0 {
+		return nil, nil
+	}
+	gc := &gwv1.GatewayClass{}
+	if err := v.cache.Get(ctx, client.ObjectKey{Name: string(gw.Spec.GatewayClassName)}, gc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading GatewayClass %s: %w", gw.Spec.GatewayClassName, err)
+	}
+	if folded, _ := rules.ListenerSetsFolded(gc, v.listenerSetControllers); !folded {
+		return nil, nil
+	}
+	list := &gwv1.ListenerSetList{}
+	if err := v.cache.List(ctx, list, client.MatchingFields{rules.ParentIndex: klog.KObj(gw).String()}); err != nil {
+		return nil, fmt.Errorf("listing ListenerSets of Gateway %s: %w", klog.KObj(gw), err)
+	}
+	return rules.FromListenerSets(list.Items), nil
 }
 
 // grantsFor returns the ReferenceGrants of every namespace the fragment's

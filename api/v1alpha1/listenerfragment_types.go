@@ -91,6 +91,13 @@ type ListenerStatus struct {
 	// +optional
 	Gateway *GatewayListenerReference `json:"gateway,omitempty"`
 
+	// SupportedKinds are the Route kinds the Gateway implementation supports
+	// on the Gateway listener, as it reports them.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	SupportedKinds []gwv1.RouteGroupKind `json:"supportedKinds,omitempty"`
+
 	// AttachedRoutes is the number of Routes attached to the Gateway listener,
 	// as the Gateway implementation reports it.
 	// +required

@@ -56,6 +56,17 @@ func TestListenerNameIsStable(t *testing.T) {
 	}
 }
 
+func TestListenerSetListenerNameCarriesTheKind(t *testing.T) {
+	ls, lf := ListenerSetListenerName("shop", "checkout", "https"), ListenerName("shop", "checkout", "https")
+	if !strings.HasPrefix(string(ls), "ls-shop-checkout-https-") {
+		t.Errorf("ListenerSetListenerName(shop, checkout, https) = %q, want the prefix ls-shop-checkout-https-", ls)
+	}
+	if ls == lf {
+		t.Errorf("a ListenerSet and a ListenerFragment named shop/checkout both name their listener %q", ls)
+	}
+	checkSectionName(t, string(ListenerSetListenerName(strings.Repeat("n", 63), strings.Repeat("s", 253), "x")))
+}
+
 func TestListenerNameSeparatesDots(t *testing.T) {
 	a := ListenerName("ns", "a.b", "c")
 	b := ListenerName("ns", "a", "b.c")
@@ -101,6 +112,9 @@ func FuzzListenerName(f *testing.F) {
 		}
 		if n2 := ListenerName(ns2, frag2, gwv1.SectionName(l2)); n1 == n2 {
 			t.Fatalf("ListenerName(%q, %q, %q) and ListenerName(%q, %q, %q) are both %q", ns1, frag1, l1, ns2, frag2, l2, n1)
+		}
+		if s2 := ListenerSetListenerName(ns2, frag2, gwv1.SectionName(l2)); n1 == s2 {
+			t.Fatalf("ListenerName(%q, %q, %q) and ListenerSetListenerName(%q, %q, %q) are both %q", ns1, frag1, l1, ns2, frag2, l2, n1)
 		}
 	})
 }

@@ -144,6 +144,13 @@ func (in *ListenerStatus) DeepCopyInto(out *ListenerStatus) {
 		*out = new(GatewayListenerReference)
 		**out = **in
 	}
+	if in.SupportedKinds != nil {
+		in, out := &in.SupportedKinds, &out.SupportedKinds
+		*out = make([]v1.RouteGroupKind, len(*in))
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]metav1.Condition, len(*in))

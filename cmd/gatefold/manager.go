@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -34,6 +36,9 @@ type managerOptions struct {
 	certs       certOptions
 	webhook     webhook.Options
 	merger      merger.Options
+	// listenerSetControllers are the controllerNames of the GatewayClasses
+	// whose ListenerSets gatefold folds.
+	listenerSetControllers []string
 
 	leaderElect             bool
 	leaderElectionID        string
@@ -60,6 +65,14 @@ func (o *managerOptions) bindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.merger.Debounce, "merger-debounce", 200*time.Millisecond, "How long a Gateway's events must stay quiet before it is folded: a burst of fragment changes costs one Gateway write")
 	fs.DurationVar(&o.merger.DebounceMax, "merger-debounce-max", 10*time.Second, "The longest a burst of events delays a Gateway's fold, however busy it stays")
 	fs.DurationVar(&o.merger.Resync, "merger-resync-period", 10*time.Minute, "How often every Gateway is folded again without an event, which repairs statuses someone else changed; a current one writes nothing")
+	fs.Func("listenerset-controllers", "Comma-separated controllerNames of GatewayClasses whose ListenerSets gatefold folds into their Gateways, for implementations without ListenerSet support (e.g. traefik.io/gateway-controller); a class whose status lists the ListenerSet feature is left alone. Empty, ListenerSets are neither watched nor read", func(v string) error {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.TrimSpace(c); c != "" {
+				o.listenerSetControllers = append(o.listenerSetControllers, c)
+			}
+		}
+		return nil
+	})
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect one leader among the replicas to run the merger; false runs it in every replica, for a single replica only")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "gatefold-leader", "Name of the Lease the replicas elect the leader with")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", ns, "Namespace of the leader election Lease")
@@ -163,6 +176,13 @@ func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error
 	}
 	if err := manager.IndexFragmentParents(ctx, mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing fragments: %w", err)
+	}
+	if len(o.listenerSetControllers) > 0 {
+		if err := manager.IndexListenerSetParents(ctx, mgr.GetFieldIndexer()); err != nil {
+			return fmt.Errorf("indexing ListenerSets: %w", err)
+		}
+		o.merger.ListenerSetControllers = sets.New(o.listenerSetControllers...)
+		o.webhook.ListenerSetControllers = o.merger.ListenerSetControllers
 	}
 	if _, err := webhook.Setup(mgr, o.webhook); err != nil {
 		return fmt.Errorf("setting up webhooks: %w", err)

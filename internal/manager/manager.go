@@ -121,10 +121,19 @@ func (l *Lease) Fence() error {
 	return nil
 }
 
-// IndexFragmentParents registers rules.ParentIndex, once for both the
-// webhooks and the merger.
+// IndexFragmentParents registers rules.ParentIndex on ListenerFragments,
+// once for both the webhooks and the merger.
 func IndexFragmentParents(ctx context.Context, indexer client.FieldIndexer) error {
 	return indexer.IndexField(ctx, &v1alpha1.ListenerFragment{}, rules.ParentIndex, func(o client.Object) []string {
 		return []string{rules.ParentOf(o.(*v1alpha1.ListenerFragment)).String()}
+	})
+}
+
+// IndexListenerSetParents registers rules.ParentIndex on ListenerSets, for
+// a replica that folds them (--listenerset-controllers).
+func IndexListenerSetParents(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &gwv1.ListenerSet{}, rules.ParentIndex, func(o client.Object) []string {
+		lf := rules.FromListenerSet(o.(*gwv1.ListenerSet))
+		return []string{rules.ParentOf(&lf).String()}
 	})
 }

@@ -118,6 +118,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: name
       type:
         namedType: io.k8s.sigs.gateway-api.apis.v1.SectionName
+    - name: supportedKinds
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.sigs.gateway-api.apis.v1.RouteGroupKind
+          elementRelationship: atomic
 - name: io.k8s.apimachinery.pkg.apis.meta.v1.Condition
   map:
     fields:

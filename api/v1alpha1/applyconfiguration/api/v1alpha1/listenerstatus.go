@@ -18,6 +18,9 @@ type ListenerStatusApplyConfiguration struct {
 	// Gateway is the Gateway listener this listener was folded into; unset
 	// while it is not folded.
 	Gateway *GatewayListenerReferenceApplyConfiguration `json:"gateway,omitempty"`
+	// SupportedKinds are the Route kinds the Gateway implementation supports
+	// on the Gateway listener, as it reports them.
+	SupportedKinds []v1.RouteGroupKind `json:"supportedKinds,omitempty"`
 	// AttachedRoutes is the number of Routes attached to the Gateway listener,
 	// as the Gateway implementation reports it.
 	AttachedRoutes *int32 `json:"attachedRoutes,omitempty"`
@@ -45,6 +48,16 @@ func (b *ListenerStatusApplyConfiguration) WithName(value v1.SectionName) *Liste
 // If called multiple times, the Gateway field is set to the value of the last call.
 func (b *ListenerStatusApplyConfiguration) WithGateway(value *GatewayListenerReferenceApplyConfiguration) *ListenerStatusApplyConfiguration {
 	b.Gateway = value
+	return b
+}
+
+// WithSupportedKinds adds the given value to the SupportedKinds field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the SupportedKinds field.
+func (b *ListenerStatusApplyConfiguration) WithSupportedKinds(values ...v1.RouteGroupKind) *ListenerStatusApplyConfiguration {
+	for i := range values {
+		b.SupportedKinds = append(b.SupportedKinds, values[i])
+	}
 	return b
 }
 
