@@ -20,6 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -135,8 +136,12 @@ func newReplica(ctx context.Context, tweak func(*ctrl.Options)) (ctrl.Manager, i
 	if err := manager.IndexFragmentParents(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, 0, err
 	}
+	if err := manager.IndexListenerSetParents(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, 0, err
+	}
 	if _, err := webhook.Setup(mgr, webhook.Options{
 		ClaimsNamespace: claimsNamespace, ClaimGrace: claimGrace, CollectPeriod: time.Second,
+		ListenerSetControllers: sets.New(foldedController, nativeController),
 	}); err != nil {
 		return nil, 0, err
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/sets"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -60,7 +61,12 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "Indexing: %v\n", err)
 		return 1
 	}
-	if err := merger.Setup(ctx, mgr, merger.Options{ManageReferenceGrants: true, Workers: 4, StatusWorkers: 4, Debounce: 200 * time.Millisecond, DebounceMax: 5 * time.Second, Resync: time.Minute}); err != nil {
+	if err := manager.IndexListenerSetParents(ctx, mgr.GetFieldIndexer()); err != nil {
+		fmt.Fprintf(os.Stderr, "Indexing: %v\n", err)
+		return 1
+	}
+	if err := merger.Setup(ctx, mgr, merger.Options{ManageReferenceGrants: true, Workers: 4, StatusWorkers: 4, Debounce: 200 * time.Millisecond, DebounceMax: 5 * time.Second, Resync: time.Minute,
+		ListenerSetControllers: sets.New(foldedController, nativeController)}); err != nil {
 		fmt.Fprintf(os.Stderr, "Setting up the merger: %v\n", err)
 		return 1
 	}

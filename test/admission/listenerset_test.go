@@ -1,0 +1,90 @@
+package admission
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/test/fixture"
+)
+
+// The replicas check fragments against the ListenerSets of both
+// controllers' classes; the native one's class lists the ListenerSet
+// feature, so its ListenerSets are not gatefold's to fold or defend.
+const (
+	foldedController = "gatefold.dev/test-folded"
+	nativeController = "gatefold.dev/test-native"
+)
+
+// classGateway creates a GatewayClass of controller, listing features in its
+// status, and Gateway ns/shared of that class, and waits until every
+// replica holds both.
+func classGateway(t *testing.T, ns, controller string, features ...gwv1.FeatureName) *gwv1.Gateway {
+	t.Helper()
+	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{GenerateName: "class-"}, Spec: gwv1.GatewayClassSpec{ControllerName: gwv1.GatewayController(controller)}}
+	mustCreate(t, gc)
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), gc) })
+	for _, f := range features {
+		gc.Status.SupportedFeatures = append(gc.Status.SupportedFeatures, gwv1.SupportedFeature{Name: f})
+	}
+	if err := env.Client.Status().Update(context.Background(), gc); err != nil {
+		t.Fatal(err)
+	}
+	waitReplicas(t, "see the GatewayClass's features", func(c client.Reader) bool {
+		got := &gwv1.GatewayClass{}
+		return c.Get(context.Background(), client.ObjectKeyFromObject(gc), got) == nil && len(got.Status.SupportedFeatures) == len(features)
+	})
+	gw := fixture.Gateway(ns, gwv1.NamespacesFromAll)
+	gw.Spec.GatewayClassName = gwv1.ObjectName(gc.Name)
+	mustCreate(t, gw)
+	waitCached(t, gw)
+	return gw
+}
+
+func newListenerSet(ns, name string, gw *gwv1.Gateway, listeners ...gwv1.ListenerEntry) *gwv1.ListenerSet {
+	return &gwv1.ListenerSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: gwv1.ListenerSetSpec{
+			ParentRef: gwv1.ParentGatewayReference{Name: gwv1.ObjectName(gw.Name), Namespace: ptr.To(gwv1.Namespace(gw.Namespace))},
+			Listeners: listeners,
+		},
+	}
+}
+
+func TestFragmentIsDeniedAListenerSetsHostname(t *testing.T) {
+	infra, shop, blog := newNamespace(t, nil), newNamespace(t, nil), newNamespace(t, nil)
+	gw := classGateway(t, infra, foldedController)
+	ls := newListenerSet(shop, "storefront", gw, https("web", "app.example.com"))
+	mustCreate(t, ls)
+	waitCached(t, ls)
+
+	err := env.Client.Create(context.Background(), newFragment(shop, "checkout", gw, https("https", "app.example.com")))
+	wantDenied(t, err, `spec.listeners[0].hostname: Duplicate value: "app.example.com"`,
+		`already taken on Gateway `+infra+`/shared by listener "web" (HTTPS) of ListenerSet storefront: choose another hostname or port`)
+	err = env.Client.Create(context.Background(), newFragment(blog, "home", gw, https("https", "app.example.com")))
+	wantDenied(t, err, "by a listener (HTTPS) of a ListenerSet in another namespace")
+	if strings.Contains(err.Error(), "storefront") {
+		t.Errorf("Denial to namespace %s names the ListenerSet in %s: %v", blog, shop, err)
+	}
+
+	// ListenerSets are never denied, as upstream: a conflicting one is
+	// stored, and the merger reports the conflict in its status.
+	mustCreate(t, newFragment(shop, "pay", gw, https("https", "pay.example.com")))
+	mustCreate(t, newListenerSet(shop, "late", gw, https("web", "pay.example.com")))
+}
+
+func TestFragmentIsNotCheckedAgainstANativeClassesListenerSets(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	gw := classGateway(t, infra, nativeController, "ListenerSet")
+	ls := newListenerSet(shop, "storefront", gw, https("web", "app.example.com"))
+	mustCreate(t, ls)
+	waitCached(t, ls)
+	// The implementation orders the Gateway's listeners, folded ones
+	// included, before its ListenerSets: gatefold has nothing to defend.
+	mustCreate(t, newFragment(shop, "checkout", gw, https("https", "app.example.com")))
+}

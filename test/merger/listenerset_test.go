@@ -1,0 +1,176 @@
+package merger
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/test/fixture"
+)
+
+// The merger of these tests folds the ListenerSets of both controllers; the
+// native one's class lists the ListenerSet feature, so it must be left alone.
+const (
+	foldedController = "gatefold.dev/test-folded"
+	nativeController = "gatefold.dev/test-native"
+)
+
+// gatewayClass creates a cluster-scoped GatewayClass of controller, listing
+// the given features in its status as an implementation would.
+func gatewayClass(t *testing.T, controller string, features ...gwv1.FeatureName) string {
+	t.Helper()
+	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{GenerateName: "class-"}, Spec: gwv1.GatewayClassSpec{ControllerName: gwv1.GatewayController(controller)}}
+	create(t, gc)
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, gc) })
+	for _, f := range features {
+		gc.Status.SupportedFeatures = append(gc.Status.SupportedFeatures, gwv1.SupportedFeature{Name: f})
+	}
+	if len(features) > 0 {
+		if err := env.Client.Status().Update(ctx, gc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return gc.Name
+}
+
+func listenerSet(ns, name string, gw *gwv1.Gateway, listeners ...gwv1.ListenerEntry) *gwv1.ListenerSet {
+	return &gwv1.ListenerSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: gwv1.ListenerSetSpec{
+			ParentRef: gwv1.ParentGatewayReference{Name: gwv1.ObjectName(gw.Name), Namespace: ptr.To(gwv1.Namespace(gw.Namespace))},
+			Listeners: listeners,
+		},
+	}
+}
+
+func setListener(ls *gwv1.ListenerSet, listener string) string {
+	return string(v1alpha1.ListenerSetListenerName(ls.Namespace, ls.Name, gwv1.SectionName(listener)))
+}
+
+// wantListenerSet waits until the ListenerSet's condition typ says
+// status/reason at its current generation, and returns it.
+func wantListenerSet(t *testing.T, ls *gwv1.ListenerSet, typ string, status metav1.ConditionStatus, reason string) *gwv1.ListenerSet {
+	t.Helper()
+	got := &gwv1.ListenerSet{}
+	eventually(t, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ls), got); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, typ)
+		if c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != got.Generation {
+			return fmt.Errorf("ListenerSet %s %s = %+v, want %s/%s at generation %d", ls.Name, typ, c, status, reason, got.Generation)
+		}
+		return nil
+	})
+	return got
+}
+
+func wantAttachedListenerSets(t *testing.T, gw *gwv1.Gateway, want int32) {
+	t.Helper()
+	eventually(t, func() error {
+		got := &gwv1.Gateway{}
+		get(t, client.ObjectKeyFromObject(gw), got)
+		if n := got.Status.AttachedListenerSets; n == nil || *n != want {
+			return fmt.Errorf("Gateway %s status.attachedListenerSets = %v, want %d", gw.Name, ptr.Deref(n, -1), want)
+		}
+		return nil
+	})
+}
+
+func TestListenerSetsFoldBesideFragments(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	gw.Spec.GatewayClassName = gwv1.ObjectName(gatewayClass(t, foldedController))
+	create(t, gw)
+
+	// A ListenerSet and a fragment of one name, and a later ListenerSet
+	// wanting the first one's hostname.
+	first := listenerSet(shop, "app", gw, fixture.HTTPS("web", "set.example.com"))
+	create(t, first)
+	lf := fixture.Fragment(shop, "app", gw, fixture.HTTPS("web", "fragment.example.com"))
+	create(t, lf)
+	time.Sleep(1100 * time.Millisecond) // creationTimestamp has seconds
+	later := listenerSet(shop, "later", gw, fixture.HTTPS("web", "set.example.com"))
+	create(t, later)
+
+	wantListeners(t, gw, "default 8080/HTTP",
+		setListener(first, "web")+" 443/HTTPS set.example.com",
+		folded(lf, "web")+" 443/HTTPS fragment.example.com")
+	st := wantListenerSet(t, first, "Accepted", metav1.ConditionTrue, "Accepted")
+	if l := st.Status.Listeners; len(l) != 1 || meta.FindStatusCondition(l[0].Conditions, "Accepted").Status != metav1.ConditionTrue {
+		t.Errorf("ListenerSet %s listeners = %+v, want web accepted", first.Name, l)
+	}
+	// No implementation runs here: the folded listener waits for one.
+	wantListenerSet(t, first, "Programmed", metav1.ConditionUnknown, "Pending")
+	wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+
+	st = wantListenerSet(t, later, "Accepted", metav1.ConditionFalse, "ListenersNotValid")
+	wantListenerSet(t, later, "Programmed", metav1.ConditionFalse, "ListenersNotValid")
+	for _, typ := range []string{"Accepted", "Conflicted", "Programmed"} {
+		c := meta.FindStatusCondition(st.Status.Listeners[0].Conditions, typ)
+		if c == nil || c.Reason != string(gwv1.ListenerReasonHostnameConflict) {
+			t.Errorf("Conflicted listener %s = %+v, want reason HostnameConflict", typ, c)
+		}
+	}
+	wantAttachedListenerSets(t, gw, 1)
+
+	// The first goes: the later one takes the hostname.
+	if err := env.Client.Delete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	wantListeners(t, gw, "default 8080/HTTP",
+		setListener(later, "web")+" 443/HTTPS set.example.com",
+		folded(lf, "web")+" 443/HTTPS fragment.example.com")
+	wantListenerSet(t, later, "Accepted", metav1.ConditionTrue, "Accepted")
+	wantAttachedListenerSets(t, gw, 1)
+}
+
+func TestListenerSetsOfANativeClassAreLeftAlone(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	class := gatewayClass(t, nativeController, "ListenerSet")
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	gw.Spec.GatewayClassName = gwv1.ObjectName(class)
+	create(t, gw)
+	ls := listenerSet(shop, "app", gw, fixture.HTTPS("web", "set.example.com"))
+	create(t, ls)
+	// A fragment still folds for every class: once it has, the merger has
+	// folded the Gateway with the ListenerSet in the cache.
+	lf := fixture.Fragment(shop, "app", gw, fixture.HTTPS("web", "fragment.example.com"))
+	create(t, lf)
+	wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS fragment.example.com")
+	wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+
+	eventually(t, func() error {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(ctx, list); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "GatewayClass" && e.Regarding.Name == class && e.Reason == "ListenerSetsLeftAlone" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no ListenerSetsLeftAlone event on GatewayClass %s", class)
+	})
+	// A steady state, not the first seconds: folded again since, the
+	// Gateway still lacks the ListenerSet's listener, which keeps the
+	// status the API server defaulted.
+	time.Sleep(2 * time.Second)
+	got := wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS fragment.example.com")
+	if got.Status.AttachedListenerSets != nil {
+		t.Errorf("gatefold set status.attachedListenerSets = %d on a Gateway whose implementation supports ListenerSets", *got.Status.AttachedListenerSets)
+	}
+	stored := &gwv1.ListenerSet{}
+	get(t, client.ObjectKeyFromObject(ls), stored)
+	if c := meta.FindStatusCondition(stored.Status.Conditions, "Accepted"); c == nil || c.Reason != "Pending" || len(stored.Status.Listeners) != 0 {
+		t.Errorf("gatefold wrote the status of a ListenerSet it must leave alone: %+v", stored.Status)
+	}
+}
