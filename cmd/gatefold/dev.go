@@ -21,6 +21,10 @@ import (
 
 const devNamespace = "gatefold-system"
 
+// devController is the controllerName of the samples' GatewayClass
+// (config/samples/gatewayclass.yaml).
+const devController = "example.com/gateway-controller"
+
 func runDev(args []string) error {
 	fs := newFlagSet("dev", "Run a local control plane (kube-apiserver and etcd built by `make controlplane`) with the Gateway API and gatefold CRDs, gatefold's webhooks and merger in this process, and the samples applied, until interrupted")
 	assets := fs.String("control-plane", "", "Folder holding kube-apiserver, etcd and kubectl (default $KUBEBUILDER_ASSETS, then bin/controlplane)")
@@ -100,6 +104,9 @@ func startDevManager(ctx context.Context, env *devenv.Env) (<-chan error, error)
 	o.webhook.ClaimsNamespace = devNamespace
 	o.webhook.ClaimGrace, o.webhook.CollectPeriod = 30*time.Second, 15*time.Second
 	o.leaderElect = false
+	// The samples' class has no implementation, so no ListenerSet support:
+	// a ListenerSet applied to its Gateway folds like a fragment.
+	o.listenerSetControllers = []string{devController}
 	done := make(chan error, 1)
 	go func() { done <- startManager(ctx, env.Config, o) }()
 	return done, nil
