@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
@@ -16,11 +17,12 @@ import (
 )
 
 // gatewayValidator warns, and never denies, when a Gateway's own listener
-// conflicts with a listener of a fragment the Gateway admits: the Gateway's
-// listeners come first, so that fragment listener will be reported
-// Conflicted.
+// conflicts with a listener of a fragment (or of a ListenerSet gatefold
+// folds) the Gateway admits: the Gateway's listeners come first, so that
+// listener will be reported Conflicted.
 type gatewayValidator struct {
-	cache client.Reader
+	cache                  client.Reader
+	listenerSetControllers sets.Set[string]
 }
 
 func (v *gatewayValidator) ValidateCreate(ctx context.Context, gw *gwv1.Gateway) (admission.Warnings, error) {
@@ -37,7 +39,11 @@ func (v *gatewayValidator) ValidateDelete(context.Context, *gwv1.Gateway) (admis
 
 func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission.Warnings {
 	fragments, err := fragmentsOf(ctx, v.cache, gw)
-	var placed []v1alpha1.ListenerFragment
+	var placed, listenerSets []v1alpha1.ListenerFragment
+	if err == nil {
+		listenerSets, err = listenerSetsOf(ctx, v.cache, v.listenerSetControllers, gw)
+		fragments = append(fragments, listenerSets...)
+	}
 	if err == nil {
 		placed, err = newView(v.cache).placed(ctx, gw, fragments)
 	}
@@ -55,17 +61,23 @@ func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission
 			continue
 		}
 		h := rules.Holder{Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)}
-		n := 0
+		n := map[string]int{}
 		for _, lf := range placed {
 			for _, e := range lf.Spec.Listeners {
 				if rules.ConflictOf(entryOf(e), h) != nil {
-					n++
+					n[rules.KindOf(&lf)]++
 				}
 			}
 		}
-		if n > 0 {
-			warnings = append(warnings, fmt.Sprintf("spec.listeners[%d] (%q, %s) conflicts with %d ListenerFragment listener(s): the Gateway's own listener wins and those are reported Conflicted",
-				i, l.Name, h.Entry, n))
+		var counts []string
+		for _, kind := range []string{rules.KindListenerFragment, rules.KindListenerSet} {
+			if n[kind] > 0 {
+				counts = append(counts, fmt.Sprintf("%d %s", n[kind], kind))
+			}
+		}
+		if len(counts) > 0 {
+			warnings = append(warnings, fmt.Sprintf("spec.listeners[%d] (%q, %s) conflicts with %s listener(s): the Gateway's own listener wins and those are reported Conflicted",
+				i, l.Name, h.Entry, strings.Join(counts, " and ")))
 		}
 	}
 	return warnings

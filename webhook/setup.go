@@ -94,7 +94,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 		return nil, err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &gwv1.Gateway{}).
-		WithValidator(&gatewayValidator{cache: mgr.GetCache()}).
+		WithValidator(&gatewayValidator{cache: mgr.GetCache(), listenerSetControllers: opts.ListenerSetControllers}).
 		Complete(); err != nil {
 		return nil, err
 	}

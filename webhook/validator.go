@@ -167,7 +167,7 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv
 	if err != nil {
 		return nil, err
 	}
-	listenerSets, err := v.listenerSetsOf(ctx, gw)
+	listenerSets, err := listenerSetsOf(ctx, v.cache, v.listenerSetControllers, gw)
 	if err != nil {
 		return nil, err
 	}
@@ -221,23 +221,24 @@ func fragmentsOf(ctx context.Context, c client.Reader, gw *gwv1.Gateway) ([]v1al
 }
 
 // listenerSetsOf lists gw's ListenerSets, as fragments of kind ListenerSet,
-// when gatefold folds those of its class; else none.
-func (v *fragmentValidator) listenerSetsOf(ctx context.Context, gw *gwv1.Gateway) ([]v1alpha1.ListenerFragment, error) {
-	if v.listenerSetControllers.Len() == 0 {
+// when gatefold folds those of its class (controllers are those opted in);
+// else none.
+func listenerSetsOf(ctx context.Context, cache client.Reader, controllers sets.Set[string], gw *gwv1.Gateway) ([]v1alpha1.ListenerFragment, error) {
+	if controllers.Len() == 0 {
 		return nil, nil
 	}
 	gc := &gwv1.GatewayClass{}
-	if err := v.cache.Get(ctx, client.ObjectKey{Name: string(gw.Spec.GatewayClassName)}, gc); err != nil {
+	if err := cache.Get(ctx, client.ObjectKey{Name: string(gw.Spec.GatewayClassName)}, gc); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("reading GatewayClass %s: %w", gw.Spec.GatewayClassName, err)
 	}
-	if folded, _ := rules.ListenerSetsFolded(gc, v.listenerSetControllers); !folded {
+	if folded, _ := rules.ListenerSetsFolded(gc, controllers); !folded {
 		return nil, nil
 	}
 	list := &gwv1.ListenerSetList{}
-	if err := v.cache.List(ctx, list, client.MatchingFields{rules.ParentIndex: klog.KObj(gw).String()}); err != nil {
+	if err := cache.List(ctx, list, client.MatchingFields{rules.ParentIndex: klog.KObj(gw).String()}); err != nil {
 		return nil, fmt.Errorf("listing ListenerSets of Gateway %s: %w", klog.KObj(gw), err)
 	}
 	return rules.FromListenerSets(list.Items), nil

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,8 +75,26 @@ func TestFragmentIsDeniedAListenerSetsHostname(t *testing.T) {
 
 	// ListenerSets are never denied, as upstream: a conflicting one is
 	// stored, and the merger reports the conflict in its status.
-	mustCreate(t, newFragment(shop, "pay", gw, https("https", "pay.example.com")))
-	mustCreate(t, newListenerSet(shop, "late", gw, https("web", "pay.example.com")))
+	pay := newFragment(shop, "pay", gw, https("https", "pay.example.com"))
+	mustCreate(t, pay)
+	waitCached(t, pay)
+	late := newListenerSet(shop, "late", gw, https("web", "pay.example.com"))
+	mustCreate(t, late)
+	waitCached(t, late)
+
+	// The Gateway's owner is warned of the listeners an own listener shadows.
+	c, w := warningClient(t)
+	gw.Spec.Listeners = append(gw.Spec.Listeners, gatewayHTTPS("main", "app.example.com"), gatewayHTTPS("pay", "pay.example.com"))
+	if err := c.Update(context.Background(), gw); err != nil {
+		t.Fatalf("Updating the Gateway must never be denied by gatefold: %v", err)
+	}
+	want := []string{
+		`spec.listeners[1] ("main", hostname app.example.com on port 443 (HTTPS)) conflicts with 1 ListenerSet listener(s): the Gateway's own listener wins and those are reported Conflicted`,
+		`spec.listeners[2] ("pay", hostname pay.example.com on port 443 (HTTPS)) conflicts with 1 ListenerFragment and 1 ListenerSet listener(s): the Gateway's own listener wins and those are reported Conflicted`,
+	}
+	if diff := cmp.Diff(want, w.seen); diff != "" {
+		t.Errorf("Warnings (-want +got):\n%s", diff)
+	}
 }
 
 func TestFragmentIsNotCheckedAgainstANativeClassesListenerSets(t *testing.T) {
