@@ -1,0 +1,15 @@
+// Package conformance runs Gateway API's own conformance tests for
+// ListenerSet (sigs.k8s.io/gateway-api/conformance v1.6.3, unmodified)
+// against gatefold, as installed, on the real control plane.
+//
+// The control plane has no kube-controller-manager, no kubelet and no
+// Gateway implementation, so the test runs small stubs in its own process
+// for what the suite needs from them: a GatewayClass whose Gateways an
+// implementation accepts and programs (status only, on loopback, serving
+// nothing), and Ready Pods for the suite's backend Deployments. gatefold
+// folds the class's ListenerSets into its Gateways and writes their status;
+// the suite judges that status. The stubs are test code and never ship.
+//
+// It is a Go module of its own so that gatefold's go.mod never requires
+// the conformance suite and its dependencies.
+package conformance
