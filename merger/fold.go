@@ -114,48 +114,24 @@ type board struct {
 	gateway string
 }
 
-// place decides every listener of one fragment. A fragment's listeners that
-// do not conflict fold together or not at all: a route needs all of them,
-// and a half-placed fragment could not later move to another Gateway whole.
+// place decides every listener of one fragment (see rules.Board.Place) and
+// returns the Gateway listeners it folds into.
 func (b *board) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant) ([]Outcome, []gwv1.Listener) {
-	key := keyOf(lf)
-	outcomes := make([]Outcome, len(lf.Spec.Listeners))
+	placements := b.Place(lf, grants, b.gateway)
+	outcomes := make([]Outcome, len(placements))
 	var folded []gwv1.Listener
-	var foldedIdx []int
-	// Within the fragment, earlier listeners win too; track them apart from
-	// the board until the fragment is known to fit.
-	local := &board{Board: b.Clone(), gateway: b.gateway}
-	for i, e := range lf.Spec.Listeners {
-		l := Listener(lf, e)
-		outcomes[i] = Outcome{Fragment: key, Listener: e.Name}
-		// Checked on every fold, not only at admission: a revoked grant
-		// withdraws the listener.
-		if refs := rules.UngrantedRefs(rules.KindOf(lf), lf.Namespace, i, e, grants); len(refs) > 0 {
-			outcomes[i].Reason, outcomes[i].Message = gwv1.ListenerEntryReasonRefNotPermitted, rules.RefNotPermittedMessage(rules.KindOf(lf), lf.Namespace, refs[0])
-			continue
+	for i, p := range placements {
+		outcomes[i] = Outcome{Fragment: keyOf(lf), Listener: lf.Spec.Listeners[i].Name, Reason: p.Reason, Message: p.Message}
+		if p.Placed() {
+			folded = append(folded, Listener(lf, lf.Spec.Listeners[i]))
 		}
-		entry := rules.EntryOf(l.Port, l.Protocol, l.Hostname)
-		if c := local.Conflict(entry); c != nil {
-			outcomes[i].Reason, outcomes[i].Message = gwv1.ListenerEntryConditionReason(c.Reason), c.Message(entry, b.gateway, lf.Namespace)
-			continue
-		}
-		local.Take(rules.HolderOf(lf, e))
-		folded = append(folded, l)
-		foldedIdx = append(foldedIdx, i)
 	}
-	if b.Len()+len(folded) > rules.MaxListeners {
-		for _, i := range foldedIdx {
-			outcomes[i].Reason = gwv1.ListenerEntryReasonTooManyListeners
-			outcomes[i].Message = fmt.Sprintf("Gateway %s has %d of its %d listeners taken and this fragment needs %d: move the fragment to another Gateway or remove listeners",
-				b.gateway, b.Len(), rules.MaxListeners, len(folded))
+	j := 0
+	for i := range outcomes {
+		if placements[i].Placed() {
+			outcomes[i].GatewayListener = &folded[j]
+			j++
 		}
-		return outcomes, nil
-	}
-	b.Board = local.Board
-	for j, i := range foldedIdx {
-		outcomes[i].GatewayListener = &folded[j]
-		outcomes[i].Reason = gwv1.ListenerEntryReasonAccepted
-		outcomes[i].Message = fmt.Sprintf("Folded into Gateway %s as listener %q", b.gateway, rules.GatewayListenerName(lf, lf.Spec.Listeners[i].Name))
 	}
 	return outcomes, folded
 }

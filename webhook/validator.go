@@ -154,14 +154,14 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 // claims: the Gateway's own listeners, then, in precedence order, the
 // listeners of the Gateway's other stored fragments, and of its ListenerSets
 // where gatefold folds them, that the fold would place (not being deleted,
-// of a namespace the Gateway admits). ListenerSets take no claims: upstream
-// stores them whatever they conflict with, and the fold reports that in their
-// status; a fragment is denied a tuple one already wants. A stored
-// fragment may hold no claim (its Gateway was created after it, its
-// namespace opted out of admission or back in, gatefold was installed after
-// it) until the collector's next round; it precedes any create, and on an
-// update protecting it is the safe answer. Claims stay what makes the
-// decision race-free.
+// of a namespace the Gateway admits). A stored fragment may hold no claim
+// (its Gateway was created after it, its namespace opted out of admission or
+// back in, gatefold was installed after it) until the collector's next round;
+// it precedes any create, and on an update protecting it is the safe answer.
+// ListenerSets take no claims and are stored whatever they conflict with, as
+// upstream's are: only the listeners the fold places (rules.Board.Place) deny
+// a fragment, so a ListenerSet that never folds blocks nothing. Claims stay
+// what makes the decision race-free between fragments.
 func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv1.Gateway, lf *v1alpha1.ListenerFragment) (*rules.Board, error) {
 	fragments, err := fragmentsOf(ctx, v.cache, gw)
 	if err != nil {
@@ -181,11 +181,18 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv
 	}
 	slices.SortFunc(placed, rules.Precedence)
 	for _, f := range placed {
-		if rules.SourceOf(&f) == rules.SourceOf(lf) {
-			continue
-		}
-		for _, l := range f.Spec.Listeners {
-			b.Take(rules.HolderOf(&f, l))
+		switch {
+		case rules.SourceOf(&f) == rules.SourceOf(lf):
+		case rules.KindOf(&f) == rules.KindListenerSet:
+			grants, err := v.grantsFor(ctx, &f)
+			if err != nil {
+				return nil, err
+			}
+			b.Place(&f, grants, klog.KObj(gw).String())
+		default:
+			for _, l := range f.Spec.Listeners {
+				b.Take(rules.HolderOf(&f, l))
+			}
 		}
 	}
 	return b, nil
@@ -245,7 +252,7 @@ func listenerSetsOf(ctx context.Context, cache client.Reader, controllers sets.S
 }
 
 // grantsFor returns the ReferenceGrants of every namespace the fragment's
-// certificateRefs point into, other than its own.
+// (or ListenerSet's) certificateRefs point into, other than its own.
 func (v *fragmentValidator) grantsFor(ctx context.Context, lf *v1alpha1.ListenerFragment) (map[string][]gwv1.ReferenceGrant, error) {
 	grants := map[string][]gwv1.ReferenceGrant{}
 	for i, l := range lf.Spec.Listeners {

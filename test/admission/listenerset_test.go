@@ -107,3 +107,21 @@ func TestFragmentIsNotCheckedAgainstANativeClassesListenerSets(t *testing.T) {
 	// included, before its ListenerSets: gatefold has nothing to defend.
 	mustCreate(t, newFragment(shop, "checkout", gw, https("https", "app.example.com")))
 }
+
+// A ListenerSet is stored whatever it conflicts with; only what the fold
+// places may deny a fragment, or any tenant could block a port for others
+// with a ListenerSet that never folds.
+func TestListenerSetsUnfoldedListenersDenyNothing(t *testing.T) {
+	infra, shop, blog := newNamespace(t, nil), newNamespace(t, nil), newNamespace(t, nil)
+	gw := classGateway(t, infra, foldedController) // its own listener: HTTP on 8080
+	tcp := newListenerSet(blog, "db", gw, gwv1.ListenerEntry{Name: "pg", Port: 8080, Protocol: gwv1.TCPProtocolType})
+	ungranted := https("web", "secret.example.com")
+	ungranted.TLS.CertificateRefs[0].Namespace = ptr.To(gwv1.Namespace(infra))
+	refs := newListenerSet(blog, "refs", gw, ungranted)
+	for _, ls := range []*gwv1.ListenerSet{tcp, refs} {
+		mustCreate(t, ls)
+		waitCached(t, ls)
+	}
+	mustCreate(t, newFragment(shop, "web", gw, gwv1.ListenerEntry{Name: "http", Port: 8080, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("web.example.com"))}))
+	mustCreate(t, newFragment(shop, "secret", gw, https("https", "secret.example.com")))
+}
