@@ -45,6 +45,7 @@ type Reconciler struct {
 	ListenerSetControllers sets.Set[string]
 
 	leftAlone announced
+	attached  attachedMemo
 	carried   carriedMemo
 	refusals  refusalMemo
 	debounce  *debouncer
@@ -67,9 +68,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	res, foldErr := r.fold(ctx, req.NamespacedName, &in)
-	if foldErr == nil && listenerSets && in.Gateway.DeletionTimestamp.IsZero() {
-		foldErr = r.applyAttachedListenerSets(ctx, in.Gateway, attachedListenerSets(res))
-	}
 	var gatewayRefused *gatewayRefusedError
 	switch {
 	case errors.Is(foldErr, errFenced):
@@ -101,6 +99,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			case err != nil:
 				errs = append(errs, err)
 			}
+		}
+	}
+	// Last, so that a refused count holds back no status or grant.
+	if r.ListenerSetControllers.Len() > 0 && gatewayRefused == nil {
+		switch err := r.finishListenerSets(ctx, req.NamespacedName, in.Gateway, listenerSets, res); {
+		case errors.Is(err, errFenced):
+			return ctrl.Result{RequeueAfter: fenceRetry}, nil
+		case err != nil:
+			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

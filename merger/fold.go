@@ -93,7 +93,7 @@ func Fold(in Input) Result {
 		}
 		if msg, rejected := in.Rejected[keyOf(lf)]; rejected {
 			res.Statuses[keyOf(lf)] = notAccepted(lf, v1alpha1.FragmentReasonListenersNotValid,
-				fmt.Sprintf("The API server refused this fragment's listeners on Gateway %s: %s", gatewayKey(in.Gateway), msg))
+				fmt.Sprintf("The API server refused this %s's listeners on Gateway %s: %s", rules.KindOf(lf), gatewayKey(in.Gateway), msg))
 			continue
 		}
 		outcomes, listeners := b.place(lf, in.Grants)

@@ -56,14 +56,14 @@ func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *Inp
 			return res, berr
 		}
 		if len(blamed) == 0 {
-			r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "ApplyFailed", "Fold", "The API server refused gatefold's listeners, and no ListenerFragment is the cause: %v", err)
-			log.FromContext(ctx).Error(err, "The API server refused the Gateway's folded listeners, and no fragment is the cause", "gateway", klog.KObj(gw))
+			r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "ApplyFailed", "Fold", "The API server refused gatefold's listeners, and no ListenerFragment or ListenerSet is the cause: %v", err)
+			log.FromContext(ctx).Error(err, "The API server refused the Gateway's folded listeners, and no fragment or ListenerSet is the cause", "gateway", klog.KObj(gw))
 			r.refusals.rememberOwner(key, gw.Generation, in.Fragments, err, time.Now())
 			res = refusedByGateway(in, err)
 			return res, &gatewayRefusedError{gateway: key, err: err}
 		}
-		for fragment, msg := range blamed {
-			log.FromContext(ctx).Info("The API server refused a fragment's listeners; folding the others", "gateway", klog.KObj(gw), "fragment", fragment, "message", msg)
+		for source, msg := range blamed {
+			log.FromContext(ctx).Info("The API server refused a source's listeners; folding the others", "gateway", klog.KObj(gw), "source", source.String(), "message", msg)
 		}
 		if in.Rejected == nil {
 			in.Rejected = map[rules.Source]string{}

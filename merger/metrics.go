@@ -27,7 +27,11 @@ var (
 	}, []string{"result"})
 	statusApplies = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatefold_merger_status_applies_total",
-		Help: "Server-side applies of fragment statuses, by result: written, unchanged (not sent: a fold or a status writer found it stored), conflict (the fragment changed since the status writer's cache showed it; retried) or error",
+		Help: "Server-side applies of fragment and ListenerSet statuses, by result: written, unchanged (not sent: a fold or a status writer found it stored), conflict (the fragment changed since the status writer's cache showed it; retried) or error",
+	}, []string{"result"})
+	gatewayStatusApplies = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatefold_merger_gateway_status_applies_total",
+		Help: "Server-side applies of a Gateway's status.attachedListenerSets, by result: written (set, or released when gatefold stops folding the Gateway's ListenerSets), unchanged (not sent: stored, or applied within a resync period and since dropped by another writer) or error",
 	}, []string{"result"})
 	grantWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatefold_merger_reference_grant_writes_total",
@@ -44,7 +48,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(foldsTotal, gatewayApplies, statusApplies, grantWrites, conflictsTotal, listenersGauge)
+	metrics.Registry.MustRegister(foldsTotal, gatewayApplies, gatewayStatusApplies, statusApplies, grantWrites, conflictsTotal, listenersGauge)
 }
 
 // recordListeners sets the per-state listener gauges of one Gateway, and

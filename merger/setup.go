@@ -139,8 +139,10 @@ func parentOfFragment(_ context.Context, o client.Object) []reconcile.Request {
 }
 
 func parentOfListenerSet(_ context.Context, o client.Object) []reconcile.Request {
-	lf := rules.FromListenerSet(o.(*gwv1.ListenerSet))
-	return []reconcile.Request{{NamespacedName: rules.ParentOf(&lf)}}
+	if gw, ok := rules.ListenerSetParent(o.(*gwv1.ListenerSet)); ok {
+		return []reconcile.Request{{NamespacedName: gw}}
+	}
+	return nil
 }
 
 // gatewaysOfClass maps a GatewayClass to its Gateways.

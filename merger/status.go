@@ -156,8 +156,13 @@ func fragmentStatus(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, since map[g
 	gwKey := gatewayKey(gw)
 	switch {
 	case folded == 0 && tooMany == len(outcomes):
-		st.Conditions = notAccepted(lf, v1alpha1.FragmentReasonTooManyListeners,
-			fmt.Sprintf("Gateway %s has no room for the fragment's %d listeners", gwKey, len(outcomes))).Conditions
+		// Upstream's ListenerSet has TooManyListeners per listener only.
+		reason := v1alpha1.FragmentReasonTooManyListeners
+		if rules.KindOf(lf) == rules.KindListenerSet {
+			reason = v1alpha1.FragmentReasonListenersNotValid
+		}
+		st.Conditions = notAccepted(lf, reason,
+			fmt.Sprintf("Gateway %s has no room for the %s's %d listeners", gwKey, rules.KindOf(lf), len(outcomes))).Conditions
 	case folded == 0:
 		st.Conditions = notAccepted(lf, v1alpha1.FragmentReasonListenersNotValid,
 			"No listener could be folded: see status.listeners").Conditions

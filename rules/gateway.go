@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,11 +46,19 @@ func ManagedListeners(gw *gwv1.Gateway) sets.Set[gwv1.SectionName] {
 	return names
 }
 
+// StatusWritten says whether FieldManager owns fields of the object's
+// status, read from its managedFields: gatefold wrote it and has not
+// released it.
+func StatusWritten(managed []metav1.ManagedFieldsEntry) bool {
+	return slices.ContainsFunc(managed, func(mf metav1.ManagedFieldsEntry) bool {
+		return mf.Manager == FieldManager && mf.Subresource == "status"
+	})
+}
+
 // OwnListeners returns the Gateway's own listeners: those that gatefold
 // neither applied (managed) nor would name for one of the fragments (or
-// ListenerSets). A
-// listener folded for a since-deleted fragment is therefore not "own", and
-// neither is one a fragment is about to get.
+// ListenerSets). A listener folded for a since-deleted fragment is therefore
+// not "own", and neither is one a fragment is about to get.
 func OwnListeners(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], fragments []v1alpha1.ListenerFragment) []gwv1.Listener {
 	generated := sets.New[gwv1.SectionName]()
 	for _, lf := range fragments {

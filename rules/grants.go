@@ -11,8 +11,8 @@ import (
 // A fragment's certificateRefs resolve in its own namespace. A reference into
 // another namespace needs a ReferenceGrant there that lets ListenerFragments
 // (for a ListenerSet, ListenerSets) of the fragment's namespace read the
-// Secret; admission and every fold check
-// it, so revoking the grant withdraws the listener.
+// Secret; admission and every fold check it, so revoking the grant withdraws
+// the listener.
 
 // ForeignRef is a certificateRef of a fragment listener into another
 // namespace.

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 )
@@ -15,18 +16,29 @@ const ParentIndex = "gatefold.dev/parent-gateway"
 // ParentOf returns the Gateway a fragment's (or ListenerSet's) parentRef
 // names; the namespace defaults to its own.
 func ParentOf(lf *v1alpha1.ListenerFragment) types.NamespacedName {
-	ns := lf.Namespace
-	if lf.Spec.ParentRef.Namespace != nil && *lf.Spec.ParentRef.Namespace != "" {
-		ns = string(*lf.Spec.ParentRef.Namespace)
+	return parentOf(lf.Namespace, lf.Spec.ParentRef)
+}
+
+// ListenerSetParent returns the Gateway a ListenerSet's parentRef names, and
+// false when it names another kind.
+func ListenerSetParent(ls *gwv1.ListenerSet) (types.NamespacedName, bool) {
+	return parentOf(ls.Namespace, ls.Spec.ParentRef), SelectsGateway(ls.Spec.ParentRef)
+}
+
+func parentOf(ns string, ref gwv1.ParentGatewayReference) types.NamespacedName {
+	if ref.Namespace != nil && *ref.Namespace != "" {
+		ns = string(*ref.Namespace)
 	}
-	return types.NamespacedName{Namespace: ns, Name: string(lf.Spec.ParentRef.Name)}
+	return types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
 }
 
 // Precedence orders fragments and ListenerSets alike, as upstream orders
-// ListenerSets: oldest first by creationTimestamp, then by namespace/name
-// (and, between a fragment and a ListenerSet of one name, by kind). The fold places them in this
-// order, and the claim collector gives an unclaimed tuple to the first
-// fragment in it that wants the tuple, so both agree on who comes first.
+// ListenerSets: oldest first by creationTimestamp, then by namespace/name,
+// then by kind. The fold places them in this order, and the claim collector
+// gives an unclaimed tuple to the first fragment in it that wants the tuple,
+// so both agree on which fragment comes first. ListenerSets hold no claims:
+// a fragment may hold the claim of a tuple an older ListenerSet folds, and
+// is then reported Conflicted, as the fold decides.
 func Precedence(a, b v1alpha1.ListenerFragment) int {
 	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 		return c

@@ -67,6 +67,12 @@ func SourceOf(lf *v1alpha1.ListenerFragment) Source {
 // String is the kind and namespace/name, as a user would look it up.
 func (s Source) String() string { return s.Kind + " " + s.NamespacedName.String() }
 
+// SelectsGateway says whether a ListenerSet's parentRef selects a Gateway:
+// its CRD, unlike a fragment's, lets the group and kind name anything.
+func SelectsGateway(ref gwv1.ParentGatewayReference) bool {
+	return (ref.Group == nil || *ref.Group == gwv1.GroupName) && (ref.Kind == nil || *ref.Kind == "Gateway")
+}
+
 // FromListenerSet returns the ListenerSet as the rules read it: a
 // ListenerFragment of kind ListenerSet with the same metadata, parentRef,
 // listeners and status.

@@ -150,6 +150,9 @@ func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error
 	}
 	// The scheme, cache and client that tests run gatefold as installed with.
 	installed := manager.Options()
+	if len(o.listenerSetControllers) > 0 {
+		installed = manager.WithListenerSets(installed)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 installed.Scheme,
 		Cache:                  installed.Cache,

@@ -130,10 +130,21 @@ func IndexFragmentParents(ctx context.Context, indexer client.FieldIndexer) erro
 }
 
 // IndexListenerSetParents registers rules.ParentIndex on ListenerSets, for
-// a replica that folds them (--listenerset-controllers).
+// a replica that folds them (--listenerset-controllers). A ListenerSet whose
+// parentRef names another kind than Gateway is not indexed, so never read.
 func IndexListenerSetParents(ctx context.Context, indexer client.FieldIndexer) error {
 	return indexer.IndexField(ctx, &gwv1.ListenerSet{}, rules.ParentIndex, func(o client.Object) []string {
-		lf := rules.FromListenerSet(o.(*gwv1.ListenerSet))
-		return []string{rules.ParentOf(&lf).String()}
+		if gw, ok := rules.ListenerSetParent(o.(*gwv1.ListenerSet)); ok {
+			return []string{gw.String()}
+		}
+		return nil
 	})
+}
+
+// WithListenerSets returns o with ListenerSets cached with their
+// managedFields, for a replica that folds them: the merger reads which
+// statuses it wrote, to take them back when it stops folding a class.
+func WithListenerSets(o ctrl.Options) ctrl.Options {
+	o.Cache.ByObject[&gwv1.ListenerSet{}] = cache.ByObject{Transform: keep}
+	return o
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -130,7 +131,90 @@ func TestListenerSetsFoldBesideFragments(t *testing.T) {
 		setListener(later, "web")+" 443/HTTPS set.example.com",
 		folded(lf, "web")+" 443/HTTPS fragment.example.com")
 	wantListenerSet(t, later, "Accepted", metav1.ConditionTrue, "Accepted")
+	if err := env.Client.Delete(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	wantAttachedListenerSets(t, gw, 0)
+}
+
+// unchangedFor fails when obj's resourceVersion changes within d: a steady
+// state writes nothing.
+func unchangedFor(t *testing.T, d time.Duration, obj client.Object) {
+	t.Helper()
+	get(t, client.ObjectKeyFromObject(obj), obj)
+	rv := obj.GetResourceVersion()
+	time.Sleep(d)
+	get(t, client.ObjectKeyFromObject(obj), obj)
+	if obj.GetResourceVersion() != rv {
+		t.Errorf("%T %s was written in a steady state: resourceVersion %s became %s", obj, obj.GetName(), rv, obj.GetResourceVersion())
+	}
+}
+
+// When a class stops being folded (here: its implementation now lists the
+// ListenerSet feature), gatefold takes back everything it wrote for its
+// ListenerSets, and then writes nothing.
+func TestListenerSetsOfAClassNoLongerFoldedAreReleased(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	class := gatewayClass(t, foldedController)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	gw.Spec.GatewayClassName = gwv1.ObjectName(class)
+	create(t, gw)
+	ls := listenerSet(shop, "app", gw, fixture.HTTPS("web", "set.example.com"))
+	create(t, ls)
+	wantListeners(t, gw, "default 8080/HTTP", setListener(ls, "web")+" 443/HTTPS set.example.com")
+	wantListenerSet(t, ls, "Accepted", metav1.ConditionTrue, "Accepted")
 	wantAttachedListenerSets(t, gw, 1)
+	// The Gateway reads the ListenerSet's Secret in its namespace through
+	// the grant gatefold keeps, owned by the ListenerSet.
+	grant := &gwv1.ReferenceGrant{}
+	eventually(t, func() error {
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: shop, Name: "gatefold.listenerset.app"}, grant)
+	})
+	if owner := metav1.GetControllerOf(grant); owner == nil || owner.Kind != "ListenerSet" || owner.APIVersion != gwv1.GroupVersion.String() || owner.Name != "app" {
+		t.Errorf("Grant %s is controlled by %+v, want ListenerSet app", grant.Name, owner)
+	}
+	unchangedFor(t, 2*time.Second, &gwv1.Gateway{ObjectMeta: gw.ObjectMeta})
+
+	gc := &gwv1.GatewayClass{}
+	get(t, client.ObjectKey{Name: class}, gc)
+	gc.Status.SupportedFeatures = []gwv1.SupportedFeature{{Name: "ListenerSet"}}
+	if err := env.Client.Status().Update(ctx, gc); err != nil {
+		t.Fatal(err)
+	}
+	got := wantListeners(t, gw, "default 8080/HTTP")
+	eventually(t, func() error {
+		get(t, client.ObjectKeyFromObject(gw), got)
+		if got.Status.AttachedListenerSets != nil {
+			return fmt.Errorf("Gateway status.attachedListenerSets = %d, want it released", *got.Status.AttachedListenerSets)
+		}
+		stored := &gwv1.ListenerSet{}
+		get(t, client.ObjectKeyFromObject(ls), stored)
+		// Released, the CRD's default says no controller has reported.
+		if c := meta.FindStatusCondition(stored.Status.Conditions, "Accepted"); c == nil || c.Reason != "Pending" || len(stored.Status.Listeners) != 0 {
+			return fmt.Errorf("ListenerSet status = %+v, want gatefold's conditions and listeners released", stored.Status)
+		}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(grant), &gwv1.ReferenceGrant{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("grant %s is still there (%v)", grant.Name, err)
+		}
+		return nil
+	})
+	unchangedFor(t, 2*time.Second, &gwv1.Gateway{ObjectMeta: gw.ObjectMeta})
+	unchangedFor(t, 0, &gwv1.ListenerSet{ObjectMeta: ls.ObjectMeta})
+}
+
+func TestListenerSetOfADeletedGatewayIsParentNotAccepted(t *testing.T) {
+	infra := newNamespace(t, nil)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromSame)
+	gw.Spec.GatewayClassName = gwv1.ObjectName(gatewayClass(t, foldedController))
+	create(t, gw)
+	ls := listenerSet(infra, "app", gw, fixture.HTTPS("web", "set.example.com"))
+	create(t, ls)
+	wantListenerSet(t, ls, "Accepted", metav1.ConditionTrue, "Accepted")
+	if err := env.Client.Delete(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	wantListenerSet(t, ls, "Accepted", metav1.ConditionFalse, "ParentNotAccepted")
+	wantListenerSet(t, ls, "Programmed", metav1.ConditionFalse, "ParentNotAccepted")
 }
 
 func TestListenerSetsOfANativeClassAreLeftAlone(t *testing.T) {

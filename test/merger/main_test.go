@@ -50,7 +50,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "Installing gatefold's RBAC: %v\n", err)
 		return 1
 	}
-	opts := manager.Options()
+	opts := manager.WithListenerSets(manager.Options())
 	opts.Metrics = metricsserver.Options{BindAddress: "0"}
 	mgr, err := ctrl.NewManager(installed.Config, opts)
 	if err != nil {
