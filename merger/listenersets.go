@@ -64,12 +64,12 @@ func (r *Reconciler) foldsListenerSets(ctx context.Context, gw *gwv1.Gateway) (b
 	case err != nil:
 		return false, fmt.Errorf("reading GatewayClass %s: %w", gw.Spec.GatewayClassName, err)
 	}
-	folded, why := rules.ListenerSetsFolded(gc, r.ListenerSetControllers)
-	if !folded && gc != nil && r.ListenerSetControllers.Has(string(gc.Spec.ControllerName)) && r.leftAlone.first(gc) {
+	if gc != nil && r.ListenerSetControllers.Has(string(gc.Spec.ControllerName)) && rules.SupportsListenerSets(gc) && r.leftAlone.first(gc) {
+		const why = "its implementation supports ListenerSets itself (status.supportedFeatures lists ListenerSet)"
 		log.FromContext(ctx).Info("Leaving the ListenerSets of a GatewayClass alone", "gatewayClass", klog.KObj(gc), "reason", why)
 		r.Recorder.Eventf(gc, nil, corev1.EventTypeNormal, "ListenerSetsLeftAlone", "Fold", "gatefold does not fold the ListenerSets of Gateways of this class: %s", why)
 	}
-	return folded, nil
+	return rules.ListenerSetsFolded(gc, r.ListenerSetControllers), nil
 }
 
 // announced remembers the GatewayClasses, by UID and generation, whose

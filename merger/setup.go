@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -53,8 +54,9 @@ const certificateNamespaceIndex = "gatefold.dev/certificate-namespaces"
 func certificateNamespaces(o client.Object) []string {
 	lf, ok := o.(*v1alpha1.ListenerFragment)
 	if !ok {
-		ls := rules.FromListenerSet(o.(*gwv1.ListenerSet))
-		lf = &ls
+		// What ForeignCertificateRefs reads of a ListenerSet, uncopied.
+		ls := o.(*gwv1.ListenerSet)
+		lf = &v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: ls.Namespace}, Spec: v1alpha1.ListenerFragmentSpec{Listeners: ls.Spec.Listeners}}
 	}
 	ns := sets.New[string]()
 	for i, l := range lf.Spec.Listeners {

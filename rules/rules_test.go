@@ -292,3 +292,31 @@ func TestPrecedence(t *testing.T) {
 		})
 	}
 }
+
+func TestListenerSetsFolded(t *testing.T) {
+	class := func(controller string, features ...gwv1.FeatureName) *gwv1.GatewayClass {
+		gc := &gwv1.GatewayClass{Spec: gwv1.GatewayClassSpec{ControllerName: gwv1.GatewayController(controller)}}
+		for _, f := range features {
+			gc.Status.SupportedFeatures = append(gc.Status.SupportedFeatures, gwv1.SupportedFeature{Name: f})
+		}
+		return gc
+	}
+	opted := sets.New("traefik.io/gateway-controller")
+	tests := map[string]struct {
+		gc   *gwv1.GatewayClass
+		want bool
+	}{
+		"no class":                              {},
+		"a class not opted in":                  {gc: class("example.com/other")},
+		"an opted-in class":                     {gc: class("traefik.io/gateway-controller", "Gateway", "HTTPRoute"), want: true},
+		"an opted-in class supporting them":     {gc: class("traefik.io/gateway-controller", "Gateway", FeatureListenerSet)},
+		"a class supporting them, not opted in": {gc: class("example.com/other", FeatureListenerSet)},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := ListenerSetsFolded(tc.gc, opted); got != tc.want {
+				t.Errorf("ListenerSetsFolded = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"fmt"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -137,15 +136,13 @@ func HolderOf(lf *v1alpha1.ListenerFragment, l gwv1.ListenerEntry) Holder {
 // ListenerSetsFolded says whether gatefold folds the ListenerSets of
 // Gateways of class gc: only when the user opted in the class's
 // controllerName (controllers), and never when the implementation supports
-// ListenerSets itself. why says which, for a log line and an event.
-func ListenerSetsFolded(gc *gwv1.GatewayClass, controllers sets.Set[string]) (folded bool, why string) {
-	switch {
-	case gc == nil:
-		return false, "the GatewayClass does not exist"
-	case !controllers.Has(string(gc.Spec.ControllerName)):
-		return false, fmt.Sprintf("controller %s is not among the controllers whose ListenerSets gatefold folds (--listenerset-controllers)", gc.Spec.ControllerName)
-	case slices.ContainsFunc(gc.Status.SupportedFeatures, func(f gwv1.SupportedFeature) bool { return f.Name == FeatureListenerSet }):
-		return false, fmt.Sprintf("its implementation %s supports ListenerSets itself (status.supportedFeatures lists ListenerSet), so gatefold leaves its ListenerSets alone", gc.Spec.ControllerName)
-	}
-	return true, ""
+// ListenerSets itself.
+func ListenerSetsFolded(gc *gwv1.GatewayClass, controllers sets.Set[string]) bool {
+	return gc != nil && controllers.Has(string(gc.Spec.ControllerName)) && !SupportsListenerSets(gc)
+}
+
+// SupportsListenerSets says whether gc's implementation supports ListenerSets
+// itself: its status.supportedFeatures lists ListenerSet.
+func SupportsListenerSets(gc *gwv1.GatewayClass) bool {
+	return slices.ContainsFunc(gc.Status.SupportedFeatures, func(f gwv1.SupportedFeature) bool { return f.Name == FeatureListenerSet })
 }

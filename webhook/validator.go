@@ -241,7 +241,7 @@ func listenerSetsOf(ctx context.Context, cache client.Reader, controllers sets.S
 		}
 		return nil, fmt.Errorf("reading GatewayClass %s: %w", gw.Spec.GatewayClassName, err)
 	}
-	if folded, _ := rules.ListenerSetsFolded(gc, controllers); !folded {
+	if !rules.ListenerSetsFolded(gc, controllers) {
 		return nil, nil
 	}
 	list := &gwv1.ListenerSetList{}

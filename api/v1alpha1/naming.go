@@ -29,7 +29,7 @@ var lowerBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPad
 // ("a.b"/"c" against "a"/"b.c"), still differ. It is a valid SectionName of at
 // most 63 characters.
 func ListenerName(namespace, fragment string, listener gwv1.SectionName) gwv1.SectionName {
-	return listenerName("", namespace, fragment, listener)
+	return listenerName(false, namespace, fragment, listener)
 }
 
 // ListenerSetListenerName returns the name of the Gateway listener that
@@ -38,15 +38,15 @@ func ListenerName(namespace, fragment string, listener gwv1.SectionName) gwv1.Se
 // like ListenerName, with the kind in the readable prefix ("ls-") and in the
 // hash, so a ListenerSet and a ListenerFragment of one name never collide.
 func ListenerSetListenerName(namespace, set string, listener gwv1.SectionName) gwv1.SectionName {
-	return listenerName("ListenerSet", namespace, set, listener)
+	return listenerName(true, namespace, set, listener)
 }
 
-// listenerName names a listener of a source of kind kind; "" is a
-// ListenerFragment, whose names predate the kinds and stay as they were.
-func listenerName(kind, namespace, source string, listener gwv1.SectionName) gwv1.SectionName {
+// listenerName names a listener of a ListenerSet (set) or of a
+// ListenerFragment, whose names predate ListenerSets and stay as they were.
+func listenerName(set bool, namespace, source string, listener gwv1.SectionName) gwv1.SectionName {
 	key, prefix := namespace+"/"+source+"/"+string(listener), namespace+"-"+source+"-"+string(listener)
-	if kind != "" {
-		key, prefix = kind+"/"+key, "ls-"+prefix
+	if set {
+		key, prefix = "ListenerSet/"+key, "ls-"+prefix
 	}
 	sum := sha256.Sum256([]byte(key))
 	hash := lowerBase32.EncodeToString(sum[:])[:listenerNameHashLen]
