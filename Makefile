@@ -44,13 +44,12 @@ test: controlplane verify-generated ## Run every test (unit, fuzz seeds, integra
 	$(GO) test -count=1 ./...
 
 # Gateway API's own ListenerSet conformance tests, unmodified, against
-# bin/gatefold as installed (test/conformance, a Go module of its own, which
-# make vet and make lint do not reach). Its tests run in parallel and mostly
-# wait on status, so -parallel lets them all wait at once on two cores.
+# bin/gatefold as installed (test/conformance: a Go module of its own, which
+# make vet and make lint do not reach, so it is vetted here).
 .PHONY: conformance
 conformance: controlplane build ## Run Gateway API's ListenerSet conformance tests against bin/gatefold and write docs/conformance
 	cd test/conformance && $(GO) vet ./... && \
-		GATEFOLD_BINARY=$(CURDIR)/bin/gatefold $(GO) test -count=1 -parallel 16 -timeout 20m ./...
+		GATEFOLD_BINARY=$(CURDIR)/bin/gatefold $(GO) test -count=1 -timeout 20m ./...
 	@cat docs/conformance/gatefold-listenerset-results.md
 
 # BENCH_FLAGS go to the harness, e.g. BENCH_FLAGS='--only scale'. A run with

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/gateway-api/conformance"
 	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
 	"sigs.k8s.io/gateway-api/conformance/tests"
+	"sigs.k8s.io/gateway-api/conformance/utils/config"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
 	"sigs.k8s.io/gateway-api/pkg/features"
 	"sigs.k8s.io/yaml"
@@ -104,7 +106,9 @@ func startStubs(t *testing.T, env *devenv.Env, logDir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel))
+	log := zap.New(zap.WriteTo(logFile), zap.Level(zapcore.InfoLevel), func(o *zap.Options) {
+		o.TimeEncoder = zapcore.RFC3339NanoTimeEncoder // to line writes up with the suite's log
+	})
 	ctrl.SetLogger(log)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 suiteScheme(),
@@ -156,6 +160,22 @@ func suiteScheme() *runtime.Scheme {
 	return s
 }
 
+// timeouts are upstream's defaults, which allow minutes for a cloud load
+// balancer, capped at 30 s: the stub reports a Gateway within milliseconds
+// and gatefold folds within a second, and a regression then fails the eight
+// tests, one after another, in minutes rather than half an hour.
+func timeouts() config.TimeoutConfig {
+	tc := config.DefaultTimeoutConfig()
+	for _, d := range []*time.Duration{
+		&tc.GWCMustBeAccepted, &tc.NamespacesMustBeReady, &tc.GatewayMustHaveAddress, &tc.GatewayMustHaveCondition,
+		&tc.GatewayStatusMustHaveListeners, &tc.GatewayListenersMustHaveConditions,
+		&tc.ListenerSetMustHaveCondition, &tc.ListenerSetListenersMustHaveConditions,
+	} {
+		*d = min(*d, 30*time.Second)
+	}
+	return tc
+}
+
 // outcome is one test's result in the run.
 type outcome struct {
 	name, description, result string
@@ -202,6 +222,15 @@ func runSuite(t *testing.T, env *devenv.Env, root, version string) {
 			GatewayClassName:     stubClassName,
 			CleanupBaseResources: true,
 			CleanupTestResources: true,
+			// One at a time: each test's readiness check waits for every
+			// Gateway in the namespace, so in parallel the tests leave it
+			// together, just as gatefold folds another test's Gateway, and
+			// GatewayMustHaveCondition, which fails at once on a condition
+			// older than the Gateway's generation, can read that Gateway
+			// between gatefold's write and the implementation's status
+			// (docs/conformance/README.md).
+			DisableParallelTests: true,
+			TimeoutConfig:        timeouts(),
 			SupportedFeatures:    supportedFeatures,
 			SkipTests:            skipTests,
 			Mode:                 "default",
@@ -247,7 +276,7 @@ func runSuite(t *testing.T, env *devenv.Env, root, version string) {
 		writeReport(t, root, report)
 		mu.Lock()
 		defer mu.Unlock()
-		writeResults(t, root, lsTests, outcomes)
+		writeResults(t, root, version, lsTests, outcomes)
 	})
 	cSuite.Setup(t, lsTests)
 	if err := cSuite.Run(t, lsTests); err != nil {
@@ -278,10 +307,11 @@ func writeReport(t *testing.T, root string, report *confv1.ConformanceReport) {
 
 // writeResults prints and writes a table of every ListenerSet test's
 // result, which upstream's report only counts.
-func writeResults(t *testing.T, root string, lsTests []suite.ConformanceTest, outcomes map[string]outcome) {
+func writeResults(t *testing.T, root, version string, lsTests []suite.ConformanceTest, outcomes map[string]outcome) {
 	var b strings.Builder
 	b.WriteString("<!-- Written by `make conformance` (test/conformance); do not edit. -->\n")
 	b.WriteString("# gatefold: Gateway API v1.6.3 ListenerSet conformance, per test\n\n")
+	fmt.Fprintf(&b, "gatefold %s, installed from config/%s; see [README.md](README.md).\n\n", version, overlay)
 	b.WriteString("| Test | Result | What it checks |\n|---|---|---|\n")
 	counts := map[string]int{}
 	for _, ct := range lsTests {
@@ -307,16 +337,22 @@ func writeResults(t *testing.T, root string, lsTests []suite.ConformanceTest, ou
 	}
 }
 
-// gatefoldVersion is what `gatefold version` says, without the platform.
+// gatefoldVersion is the version `gatefold version` prints, with the
+// commit when the version is only "dev".
 func gatefoldVersion(t *testing.T, bin string) string {
 	t.Helper()
 	out, err := exec.Command(bin, "version").Output()
 	if err != nil {
 		t.Fatalf("gatefold version: %v", err)
 	}
-	v := strings.TrimPrefix(strings.TrimSpace(string(out)), "gatefold ")
-	if i := strings.Index(v, ", "); i >= 0 {
-		v = v[:i] + ")"
+	// gatefold <version> (commit <commit>, <go>, <platform>)
+	var version, commit string
+	if _, err := fmt.Sscanf(string(out), "gatefold %s (commit %s", &version, &commit); err != nil {
+		t.Fatalf("Reading the version in %q: %v", out, err)
 	}
-	return v
+	commit = strings.TrimSuffix(commit, ",")
+	if version == "dev" && commit != "unknown" {
+		version += "+" + commit
+	}
+	return version
 }
