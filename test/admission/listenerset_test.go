@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -27,12 +26,11 @@ const (
 // replica holds both.
 func classGateway(t *testing.T, ns, controller string, features ...gwv1.FeatureName) *gwv1.Gateway {
 	t.Helper()
-	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{GenerateName: "class-"}, Spec: gwv1.GatewayClassSpec{ControllerName: gwv1.GatewayController(controller)}}
+	gc := fixture.GatewayClass(controller, features...)
+	status := gc.Status
 	mustCreate(t, gc)
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), gc) })
-	for _, f := range features {
-		gc.Status.SupportedFeatures = append(gc.Status.SupportedFeatures, gwv1.SupportedFeature{Name: f})
-	}
+	gc.Status = status
 	if err := env.Client.Status().Update(context.Background(), gc); err != nil {
 		t.Fatal(err)
 	}
@@ -47,15 +45,7 @@ func classGateway(t *testing.T, ns, controller string, features ...gwv1.FeatureN
 	return gw
 }
 
-func newListenerSet(ns, name string, gw *gwv1.Gateway, listeners ...gwv1.ListenerEntry) *gwv1.ListenerSet {
-	return &gwv1.ListenerSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: gwv1.ListenerSetSpec{
-			ParentRef: gwv1.ParentGatewayReference{Name: gwv1.ObjectName(gw.Name), Namespace: ptr.To(gwv1.Namespace(gw.Namespace))},
-			Listeners: listeners,
-		},
-	}
-}
+var newListenerSet = fixture.ListenerSet
 
 func TestFragmentIsDeniedAListenerSetsHostname(t *testing.T) {
 	infra, shop, blog := newNamespace(t, nil), newNamespace(t, nil), newNamespace(t, nil)

@@ -28,29 +28,18 @@ const (
 // the given features in its status as an implementation would.
 func gatewayClass(t *testing.T, controller string, features ...gwv1.FeatureName) string {
 	t.Helper()
-	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{GenerateName: "class-"}, Spec: gwv1.GatewayClassSpec{ControllerName: gwv1.GatewayController(controller)}}
+	gc := fixture.GatewayClass(controller, features...)
+	status := gc.Status
 	create(t, gc)
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, gc) })
-	for _, f := range features {
-		gc.Status.SupportedFeatures = append(gc.Status.SupportedFeatures, gwv1.SupportedFeature{Name: f})
-	}
-	if len(features) > 0 {
-		if err := env.Client.Status().Update(ctx, gc); err != nil {
-			t.Fatal(err)
-		}
+	gc.Status = status
+	if err := env.Client.Status().Update(ctx, gc); err != nil {
+		t.Fatal(err)
 	}
 	return gc.Name
 }
 
-func listenerSet(ns, name string, gw *gwv1.Gateway, listeners ...gwv1.ListenerEntry) *gwv1.ListenerSet {
-	return &gwv1.ListenerSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: gwv1.ListenerSetSpec{
-			ParentRef: gwv1.ParentGatewayReference{Name: gwv1.ObjectName(gw.Name), Namespace: ptr.To(gwv1.Namespace(gw.Namespace))},
-			Listeners: listeners,
-		},
-	}
-}
+var listenerSet = fixture.ListenerSet
 
 func setListener(ls *gwv1.ListenerSet, listener string) string {
 	return string(v1alpha1.ListenerSetListenerName(ls.Namespace, ls.Name, gwv1.SectionName(listener)))
