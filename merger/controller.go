@@ -63,7 +63,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if wait := r.debounce.due(req); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	in, listenerSets, err := r.read(ctx, req.NamespacedName)
+	in, mode, err := r.read(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -103,9 +103,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	// Last, so that a refused count holds back no status or grant.
 	if r.ListenerSetControllers.Len() > 0 && gatewayRefused == nil {
-		switch err := r.finishListenerSets(ctx, req.NamespacedName, in.Gateway, listenerSets, res); {
+		switch err := r.finishListenerSets(ctx, req.NamespacedName, in.Gateway, mode, res); {
 		case errors.Is(err, errFenced):
 			return ctrl.Result{RequeueAfter: fenceRetry}, nil
+		case apierrors.IsConflict(err):
+			changed = true
 		case err != nil:
 			errs = append(errs, err)
 		}
@@ -140,17 +142,18 @@ func (r *Reconciler) fenced() error {
 	return nil
 }
 
-// read gathers the fold's input from the cache, and says whether it holds
-// the Gateway's ListenerSets.
-func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input, bool, error) {
+// read gathers the fold's input from the cache, and says what becomes of the
+// Gateway's ListenerSets: only when they are folded does the input hold them.
+func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input, listenerSetMode, error) {
 	in := Input{NamespaceLabels: map[string]map[string]string{}, Grants: map[string][]gwv1.ReferenceGrant{}}
 	gw := &gwv1.Gateway{}
 	switch err := r.Client.Get(ctx, key, gw); {
 	case apierrors.IsNotFound(err):
 		r.carried.forget(key)
 		r.refusals.forget(key)
+		r.attached.forget(key)
 	case err != nil:
-		return in, false, fmt.Errorf("reading Gateway %s: %w", key, err)
+		return in, setsNotFolded, fmt.Errorf("reading Gateway %s: %w", key, err)
 	default:
 		in.Gateway = gw
 		in.Managed = rules.ManagedListeners(gw)
@@ -161,35 +164,35 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 	// writers wrote. A status it reads stale is checked again by its writer.
 	list := &v1alpha1.ListenerFragmentList{}
 	if err := r.Client.List(ctx, list, client.MatchingFields{rules.ParentIndex: key.String()}, client.DisableReadYourWritesConsistency); err != nil {
-		return in, false, fmt.Errorf("listing fragments of Gateway %s: %w", key, err)
+		return in, setsNotFolded, fmt.Errorf("listing fragments of Gateway %s: %w", key, err)
 	}
 	for _, lf := range list.Items {
 		if lf.DeletionTimestamp.IsZero() {
 			in.Fragments = append(in.Fragments, lf)
 		}
 	}
-	listenerSets, err := r.foldsListenerSets(ctx, in.Gateway)
+	mode, err := r.listenerSetMode(ctx, in.Gateway)
 	if err != nil {
-		return in, false, err
+		return in, mode, err
 	}
-	if listenerSets {
+	if mode == setsFolded {
 		if err := r.readListenerSets(ctx, key, &in); err != nil {
-			return in, false, err
+			return in, mode, err
 		}
 	}
 	for _, lf := range in.Fragments {
 		if err := r.readNamespace(ctx, lf.Namespace, in.NamespaceLabels); err != nil {
-			return in, false, err
+			return in, mode, err
 		}
 		for i, l := range lf.Spec.Listeners {
 			for _, ref := range rules.ForeignCertificateRefs(lf.Namespace, i, l) {
 				if err := r.readGrants(ctx, ref.Namespace, in.Grants); err != nil {
-					return in, false, err
+					return in, mode, err
 				}
 			}
 		}
 	}
-	return in, listenerSets, nil
+	return in, mode, nil
 }
 
 // readNamespace reads a namespace's labels, metadata only, once per fold.

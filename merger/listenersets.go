@@ -49,27 +49,66 @@ func (r *Reconciler) getSource(ctx context.Context, kind string, key types.Names
 	return &lf, nil
 }
 
-// foldsListenerSets says whether the merger folds gw's ListenerSets. When the
+// listenerSetMode is what the merger does with a Gateway's ListenerSets.
+type listenerSetMode int
+
+const (
+	// setsNotFolded: no class, a class not opted in, or no flag; what gatefold
+	// wrote for them is taken back.
+	setsNotFolded listenerSetMode = iota
+	setsFolded
+	// setsNative: opted in, but the implementation supports ListenerSets itself
+	// and writes their status: gatefold only stops writing.
+	setsNative
+)
+
+// listenerSetMode says what the merger does with gw's ListenerSets. When the
 // user opted in the class's controller but its implementation supports
 // ListenerSets itself, it says so once per class in the log and in an event
 // on the GatewayClass.
-func (r *Reconciler) foldsListenerSets(ctx context.Context, gw *gwv1.Gateway) (bool, error) {
+func (r *Reconciler) listenerSetMode(ctx context.Context, gw *gwv1.Gateway) (listenerSetMode, error) {
 	if gw == nil || r.ListenerSetControllers.Len() == 0 {
-		return false, nil
+		return setsNotFolded, nil
 	}
 	gc := &gwv1.GatewayClass{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Name: string(gw.Spec.GatewayClassName)}, gc); {
 	case apierrors.IsNotFound(err):
-		gc = nil
+		return setsNotFolded, nil
 	case err != nil:
-		return false, fmt.Errorf("reading GatewayClass %s: %w", gw.Spec.GatewayClassName, err)
+		return setsNotFolded, fmt.Errorf("reading GatewayClass %s: %w", gw.Spec.GatewayClassName, err)
 	}
-	if gc != nil && r.ListenerSetControllers.Has(string(gc.Spec.ControllerName)) && rules.SupportsListenerSets(gc) && r.leftAlone.first(gc) {
+	switch {
+	case rules.ListenerSetsFolded(gc, r.ListenerSetControllers):
+		return setsFolded, nil
+	case !r.ListenerSetControllers.Has(string(gc.Spec.ControllerName)):
+		return setsNotFolded, nil
+	}
+	if r.leftAlone.first(gc) {
 		const why = "its implementation supports ListenerSets itself (status.supportedFeatures lists ListenerSet)"
 		log.FromContext(ctx).Info("Leaving the ListenerSets of a GatewayClass alone", "gatewayClass", klog.KObj(gc), "reason", why)
 		r.Recorder.Eventf(gc, nil, corev1.EventTypeNormal, "ListenerSetsLeftAlone", "Fold", "gatefold does not fold the ListenerSets of Gateways of this class: %s", why)
 	}
-	return rules.ListenerSetsFolded(gc, r.ListenerSetControllers), nil
+	return setsNative, nil
+}
+
+// reportable says whether a report of ListenerSet ls may still be written:
+// its Gateway's ListenerSets are folded, or its Gateway is gone (the report
+// says ParentNotAccepted). A report decided just before the class stopped
+// being folded must not land after gatefold took its status back.
+func (r *Reconciler) reportable(ctx context.Context, ls *v1alpha1.ListenerFragment) (bool, error) {
+	if !rules.SelectsGateway(ls.Spec.ParentRef) {
+		return false, nil
+	}
+	key := rules.ParentOf(ls)
+	gw := &gwv1.Gateway{}
+	switch err := r.Client.Get(ctx, key, gw); {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("reading Gateway %s: %w", key, err)
+	}
+	mode, err := r.listenerSetMode(ctx, gw)
+	return mode == setsFolded, err
 }
 
 // announced remembers the GatewayClasses, by UID and generation, whose
@@ -96,42 +135,52 @@ func (r *Reconciler) readListenerSets(ctx context.Context, key types.NamespacedN
 	return nil
 }
 
-// finishListenerSets ends a fold of a Gateway, with folded saying whether it
-// held the Gateway's ListenerSets. When it did, it keeps the Gateway's
-// status.attachedListenerSets. When it did not (the Gateway is gone, its
-// class is no longer opted in, or lists the ListenerSet feature now), it takes
-// back what gatefold wrote for them: a ListenerSet of a Gateway that is gone
-// is reported ParentNotAccepted, one of a Gateway gatefold no longer folds
-// gets its status released, as does the Gateway's count, and the grants
-// gatefold kept for them are deleted.
-func (r *Reconciler) finishListenerSets(ctx context.Context, key types.NamespacedName, gw *gwv1.Gateway, folded bool, res Result) error {
-	if folded {
-		if !gw.DeletionTimestamp.IsZero() {
-			return nil
+// finishListenerSets ends a fold of Gateway key. When it folded the
+// Gateway's ListenerSets, it keeps the Gateway's status.attachedListenerSets.
+// Otherwise it takes back what gatefold wrote for them (takeBack), and,
+// where no implementation writes it (setsNotFolded), the Gateway's count.
+// ListenerSets whose parentRef names no Gateway are indexed apart and no
+// Gateway's fold lists them: every fold takes back what gatefold wrote for
+// them before their parentRef changed.
+func (r *Reconciler) finishListenerSets(ctx context.Context, key types.NamespacedName, gw *gwv1.Gateway, mode listenerSetMode, res Result) error {
+	errs := []error{r.takeBack(ctx, rules.NoGatewayParent, nil, setsNotFolded)}
+	switch {
+	case mode == setsFolded && gw.DeletionTimestamp.IsZero():
+		errs = append(errs, r.applyAttachedListenerSets(ctx, gw, attachedListenerSets(res)))
+	case mode == setsFolded:
+	default:
+		errs = append(errs, r.takeBack(ctx, key.String(), gw, mode))
+		if gw != nil && mode == setsNotFolded && rules.StatusWritten(gw.ManagedFields) {
+			errs = append(errs, r.releaseAttachedListenerSets(ctx, gw))
 		}
-		return r.applyAttachedListenerSets(ctx, gw, attachedListenerSets(res))
 	}
+	return errors.Join(errs...)
+}
+
+// takeBack takes back what gatefold wrote for the ListenerSets indexed under
+// parent, whose Gateway gw (nil when gone) does not fold them: the grants it
+// kept go, and no report of theirs is written any more. One of a Gateway that
+// is gone is reported ParentNotAccepted. Where no implementation writes their
+// statuses (setsNotFolded), gatefold releases the status it wrote; a native
+// implementation writes it itself, and a status another writer shares is
+// left to that writer.
+func (r *Reconciler) takeBack(ctx context.Context, parent string, gw *gwv1.Gateway, mode listenerSetMode) error {
 	list := &gwv1.ListenerSetList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{rules.ParentIndex: key.String()}, client.DisableReadYourWritesConsistency); err != nil {
-		return fmt.Errorf("listing ListenerSets of Gateway %s: %w", key, err)
+	if err := r.Client.List(ctx, list, client.MatchingFields{rules.ParentIndex: parent}, client.DisableReadYourWritesConsistency); err != nil {
+		return fmt.Errorf("listing the ListenerSets of %s: %w", parent, err)
 	}
 	var errs []error
 	for _, ls := range rules.FromListenerSets(list.Items) {
+		pending := r.setReports.forget(client.ObjectKeyFromObject(&ls))
 		if r.ManageReferenceGrants {
-			if err := r.applyGrant(ctx, &ls, nil, nil, false); err != nil {
-				errs = append(errs, err)
-			}
+			errs = append(errs, r.applyGrant(ctx, &ls, nil, nil, false))
 		}
 		switch {
-		case !rules.StatusWritten(ls.ManagedFields):
-		case gw == nil:
-			r.setReports.publish(&ls, notAccepted(&ls, v1alpha1.FragmentReasonParentNotAccepted, fmt.Sprintf("Gateway %s does not exist", key)))
-		default:
+		case gw == nil && parent != rules.NoGatewayParent && (pending || rules.StatusWritten(ls.ManagedFields)):
+			r.setReports.publish(&ls, notAccepted(&ls, v1alpha1.FragmentReasonParentNotAccepted, fmt.Sprintf("Gateway %s does not exist", parent)))
+		case mode == setsNotFolded && rules.StatusWritten(ls.ManagedFields) && rules.SoleStatusWriter(ls.ManagedFields):
 			errs = append(errs, r.releaseStatus(ctx, &ls))
 		}
-	}
-	if gw != nil && rules.StatusWritten(gw.ManagedFields) {
-		errs = append(errs, r.releaseAttachedListenerSets(ctx, gw))
 	}
 	return errors.Join(errs...)
 }
@@ -148,14 +197,14 @@ func attachedListenerSets(res Result) int32 {
 	return n
 }
 
-// attachedMemo remembers, by Gateway UID, the count gatefold last applied
+// attachedMemo remembers, by Gateway, the count gatefold last applied
 // and when. An implementation that writes the Gateway's whole status drops
 // the field; applying it again on each of its writes would make two writes
 // per round, forever, with one that compares whole statuses. The count is
 // applied again when it changes, or after a resync period.
 type attachedMemo struct {
 	mu   sync.Mutex
-	last map[types.UID]attached
+	last map[types.NamespacedName]attached
 }
 
 type attached struct {
@@ -170,17 +219,23 @@ func (m *attachedMemo) due(gw *gwv1.Gateway, n int32, now time.Time, resync time
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	last, ok := m.last[gw.UID]
+	last, ok := m.last[client.ObjectKeyFromObject(gw)]
 	return !ok || last.n != n || (resync > 0 && now.Sub(last.at) >= resync)
+}
+
+func (m *attachedMemo) forget(gw types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.last, gw)
 }
 
 func (m *attachedMemo) applied(gw *gwv1.Gateway, n int32, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.last == nil {
-		m.last = map[types.UID]attached{}
+		m.last = map[types.NamespacedName]attached{}
 	}
-	m.last[gw.UID] = attached{n: n, at: now}
+	m.last[client.ObjectKeyFromObject(gw)] = attached{n: n, at: now}
 }
 
 // applyAttachedListenerSets server-side applies the Gateway's
@@ -207,6 +262,7 @@ func (r *Reconciler) releaseAttachedListenerSets(ctx context.Context, gw *gwv1.G
 	if err := r.applyGatewayStatus(ctx, gw, nil); err != nil {
 		return err
 	}
+	r.attached.forget(client.ObjectKeyFromObject(gw))
 	log.FromContext(ctx).Info("Released the Gateway's attached ListenerSets: gatefold no longer folds its ListenerSets", "gateway", klog.KObj(gw))
 	return nil
 }
@@ -241,8 +297,11 @@ func (r *Reconciler) releaseStatus(ctx context.Context, ls *v1alpha1.ListenerFra
 	}
 	applied := gwapply.ListenerSet(ls.Name, ls.Namespace).WithResourceVersion(ls.ResourceVersion)
 	if err := r.Client.Status().Apply(ctx, applied, client.FieldOwner(rules.FieldManager), client.ForceOwnership); err != nil {
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			return nil // gone, or changed: its update brings the Gateway back
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if apierrors.IsConflict(err) {
+			return err // a status write, which folds nothing: the reconcile retries
 		}
 		statusApplies.WithLabelValues(resultError).Inc()
 		return fmt.Errorf("releasing the status of %s: %w", keyOf(ls), err)

@@ -16,7 +16,7 @@ func TestAttachedListenerSetsAreNotReappliedAfterEveryStatusWrite(t *testing.T) 
 	const resync = 10 * time.Minute
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	gateway := func(stored *int32) *gwv1.Gateway {
-		return &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{UID: "gw"}, Status: gwv1.GatewayStatus{AttachedListenerSets: stored}}
+		return &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "shared"}, Status: gwv1.GatewayStatus{AttachedListenerSets: stored}}
 	}
 	type last struct {
 		n   int32

@@ -84,6 +84,16 @@ func (rs *reports) publish(lf *v1alpha1.ListenerFragment, st v1alpha1.ListenerFr
 	}
 }
 
+// forget drops the report pending for key, if any, and says whether there
+// was one: the fold no longer decides that object's status.
+func (rs *reports) forget(key types.NamespacedName) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	_, pending := rs.pending[key]
+	delete(rs.pending, key)
+	return pending
+}
+
 func (rs *reports) get(key types.NamespacedName) *report {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
@@ -135,6 +145,15 @@ func (w statusWriter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		return ctrl.Result{}, nil
 	case err != nil:
 		return ctrl.Result{}, err
+	}
+	if w.kind == rules.KindListenerSet {
+		switch ok, err := w.r.reportable(ctx, lf); {
+		case err != nil:
+			return ctrl.Result{}, err
+		case !ok:
+			reports.done(req.NamespacedName, rep)
+			return ctrl.Result{}, nil
+		}
 	}
 	switch {
 	case rep.supersededBy(lf):

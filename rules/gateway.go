@@ -55,6 +55,16 @@ func StatusWritten(managed []metav1.ManagedFieldsEntry) bool {
 	})
 }
 
+// SoleStatusWriter says whether no one but FieldManager owns fields of the
+// object's status: releasing gatefold's then leaves no one's values half
+// gone. An implementation that writes with update owns only the fields it
+// changed, so gatefold may own the rest of an entry both wrote.
+func SoleStatusWriter(managed []metav1.ManagedFieldsEntry) bool {
+	return !slices.ContainsFunc(managed, func(mf metav1.ManagedFieldsEntry) bool {
+		return mf.Manager != FieldManager && mf.Subresource == "status"
+	})
+}
+
 // OwnListeners returns the Gateway's own listeners: those that gatefold
 // neither applied (managed) nor would name for one of the fragments (or
 // ListenerSets). A listener folded for a since-deleted fragment is therefore

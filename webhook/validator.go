@@ -186,7 +186,9 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv
 		case rules.KindOf(&f) == rules.KindListenerSet:
 			grants, err := v.grantsFor(ctx, &f)
 			if err != nil {
-				return nil, err
+				// Another tenant's certificate namespace: not named.
+				logf.FromContext(ctx).Error(err, "Reading the ReferenceGrants of a stored ListenerSet", "listenerSet", klog.KObj(&f))
+				return nil, fmt.Errorf("reading the ReferenceGrants of the ListenerSets of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
 			}
 			b.Place(&f, grants, klog.KObj(gw).String())
 		default:

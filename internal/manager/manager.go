@@ -131,13 +131,14 @@ func IndexFragmentParents(ctx context.Context, indexer client.FieldIndexer) erro
 
 // IndexListenerSetParents registers rules.ParentIndex on ListenerSets, for
 // a replica that folds them (--listenerset-controllers). A ListenerSet whose
-// parentRef names another kind than Gateway is not indexed, so never read.
+// parentRef names another kind than Gateway is indexed under
+// rules.NoGatewayParent, so never folded.
 func IndexListenerSetParents(ctx context.Context, indexer client.FieldIndexer) error {
 	return indexer.IndexField(ctx, &gwv1.ListenerSet{}, rules.ParentIndex, func(o client.Object) []string {
 		if gw, ok := rules.ListenerSetParent(o.(*gwv1.ListenerSet)); ok {
 			return []string{gw.String()}
 		}
-		return nil
+		return []string{rules.NoGatewayParent}
 	})
 }
 

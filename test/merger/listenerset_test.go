@@ -139,14 +139,16 @@ func unchangedFor(t *testing.T, d time.Duration, obj client.Object) {
 	}
 }
 
-// When a class stops being folded (here: its implementation now lists the
-// ListenerSet feature), gatefold takes back everything it wrote for its
-// ListenerSets, and then writes nothing.
-func TestListenerSetsOfAClassNoLongerFoldedAreReleased(t *testing.T) {
+// foldedListenerSet creates a Gateway of a class gatefold folds and a
+// ListenerSet in another namespace, with a certificate in its own, and waits
+// until gatefold folded it, counted it and granted its Secret.
+func foldedListenerSet(t *testing.T) (*gwv1.GatewayClass, *gwv1.Gateway, *gwv1.ListenerSet, *gwv1.ReferenceGrant) {
+	t.Helper()
 	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
-	class := gatewayClass(t, foldedController)
+	gc := &gwv1.GatewayClass{}
+	get(t, client.ObjectKey{Name: gatewayClass(t, foldedController)}, gc)
 	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
-	gw.Spec.GatewayClassName = gwv1.ObjectName(class)
+	gw.Spec.GatewayClassName = gwv1.ObjectName(gc.Name)
 	create(t, gw)
 	ls := listenerSet(shop, "app", gw, fixture.HTTPS("web", "set.example.com"))
 	create(t, ls)
@@ -162,12 +164,29 @@ func TestListenerSetsOfAClassNoLongerFoldedAreReleased(t *testing.T) {
 	if owner := metav1.GetControllerOf(grant); owner == nil || owner.Kind != "ListenerSet" || owner.APIVersion != gwv1.GroupVersion.String() || owner.Name != "app" {
 		t.Errorf("Grant %s is controlled by %+v, want ListenerSet app", grant.Name, owner)
 	}
+	return gc, gw, ls, grant
+}
+
+// wantGone waits until obj no longer exists.
+func wantGone(t *testing.T, obj client.Object) {
+	t.Helper()
+	eventually(t, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%T %s is still there (%v)", obj, obj.GetName(), err)
+		}
+		return nil
+	})
+}
+
+// When a class stops being folded and no implementation writes its
+// ListenerSets' statuses (here: it is deleted), gatefold takes back
+// everything it wrote for them, then writes nothing; folded again, the count
+// comes back at once.
+func TestListenerSetsOfAClassNoLongerFoldedAreReleased(t *testing.T) {
+	gc, gw, ls, grant := foldedListenerSet(t)
 	unchangedFor(t, 2*time.Second, &gwv1.Gateway{ObjectMeta: gw.ObjectMeta})
 
-	gc := &gwv1.GatewayClass{}
-	get(t, client.ObjectKey{Name: class}, gc)
-	gc.Status.SupportedFeatures = []gwv1.SupportedFeature{{Name: "ListenerSet"}}
-	if err := env.Client.Status().Update(ctx, gc); err != nil {
+	if err := env.Client.Delete(ctx, gc); err != nil {
 		t.Fatal(err)
 	}
 	got := wantListeners(t, gw, "default 8080/HTTP")
@@ -182,13 +201,71 @@ func TestListenerSetsOfAClassNoLongerFoldedAreReleased(t *testing.T) {
 		if c := meta.FindStatusCondition(stored.Status.Conditions, "Accepted"); c == nil || c.Reason != "Pending" || len(stored.Status.Listeners) != 0 {
 			return fmt.Errorf("ListenerSet status = %+v, want gatefold's conditions and listeners released", stored.Status)
 		}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(grant), &gwv1.ReferenceGrant{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("grant %s is still there (%v)", grant.Name, err)
+		return nil
+	})
+	wantGone(t, grant)
+	unchangedFor(t, 2*time.Second, &gwv1.Gateway{ObjectMeta: gw.ObjectMeta})
+	unchangedFor(t, 2*time.Second, &gwv1.ListenerSet{ObjectMeta: ls.ObjectMeta})
+
+	again := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: gc.Name}, Spec: gc.Spec}
+	create(t, again)
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, again) })
+	wantListenerSet(t, ls, "Accepted", metav1.ConditionTrue, "Accepted")
+	wantAttachedListenerSets(t, gw, 1)
+}
+
+// When the implementation comes to support ListenerSets itself, it writes
+// their statuses, and gatefold, which no longer folds them, must not write
+// over it, however the implementation writes.
+func TestListenerSetsOfAClassTurnedNativeAreLeftToTheImplementation(t *testing.T) {
+	gc, gw, ls, grant := foldedListenerSet(t)
+	// The implementation, upgraded, reports first, with an update as many
+	// do, then lists the feature.
+	native := &gwv1.ListenerSet{}
+	get(t, client.ObjectKeyFromObject(ls), native)
+	for i := range native.Status.Conditions {
+		native.Status.Conditions[i].Message = "native"
+	}
+	if err := env.Client.Status().Update(ctx, native); err != nil {
+		t.Fatal(err)
+	}
+	gc.Status.SupportedFeatures = []gwv1.SupportedFeature{{Name: "ListenerSet"}}
+	if err := env.Client.Status().Update(ctx, gc); err != nil {
+		t.Fatal(err)
+	}
+	wantListeners(t, gw, "default 8080/HTTP")
+	wantGone(t, grant)
+	time.Sleep(2 * time.Second)
+	stored := &gwv1.ListenerSet{}
+	get(t, client.ObjectKeyFromObject(ls), stored)
+	for _, c := range stored.Status.Conditions {
+		if c.Message != "native" {
+			t.Errorf("gatefold changed the status the implementation now writes: %s is %s/%s %q", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+}
+
+// A ListenerSet moved to a parent that is no Gateway is not folded, and
+// gatefold takes back what it wrote for it.
+func TestListenerSetMovedToAnotherKindOfParentIsReleased(t *testing.T) {
+	_, gw, ls, grant := foldedListenerSet(t)
+	moved := &gwv1.ListenerSet{}
+	get(t, client.ObjectKeyFromObject(ls), moved)
+	moved.Spec.ParentRef.Group, moved.Spec.ParentRef.Kind = ptr.To(gwv1.Group("example.com")), ptr.To(gwv1.Kind("XGateway"))
+	if err := env.Client.Update(ctx, moved); err != nil {
+		t.Fatal(err)
+	}
+	wantListeners(t, gw, "default 8080/HTTP")
+	wantAttachedListenerSets(t, gw, 0)
+	wantGone(t, grant)
+	eventually(t, func() error {
+		stored := &gwv1.ListenerSet{}
+		get(t, client.ObjectKeyFromObject(ls), stored)
+		if c := meta.FindStatusCondition(stored.Status.Conditions, "Accepted"); c == nil || c.Reason != "Pending" {
+			return fmt.Errorf("ListenerSet Accepted = %+v, want gatefold's status released", c)
 		}
 		return nil
 	})
-	unchangedFor(t, 2*time.Second, &gwv1.Gateway{ObjectMeta: gw.ObjectMeta})
-	unchangedFor(t, 0, &gwv1.ListenerSet{ObjectMeta: ls.ObjectMeta})
 }
 
 func TestListenerSetOfADeletedGatewayIsParentNotAccepted(t *testing.T) {
