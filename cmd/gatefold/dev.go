@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -30,12 +31,18 @@ func runDev(args []string) error {
 	assets := fs.String("control-plane", "", "Folder holding kube-apiserver, etcd and kubectl (default $KUBEBUILDER_ASSETS, then bin/controlplane)")
 	kubeconfigOut := fs.String("kubeconfig-out", filepath.Join("bin", "dev", "kubeconfig"), "Where to write the kubeconfig of the control plane")
 	samples := fs.String("samples", "", "Kustomize folder applied once gatefold serves (default config/samples of the repository; \"none\" applies nothing)")
+	logFile := fs.String("log-file", filepath.Join("bin", "dev", "gatefold.log"), "Where gatefold's log goes, human-readable, so that it does not bury the summary; \"-\" is standard error")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	logs, err := devLog(*logFile)
+	if err != nil {
+		return err
+	}
+	defer logs.Close()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts), zap.ConsoleEncoder(), zap.WriteTo(logs)))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -71,13 +78,15 @@ gatefold CRDs), with gatefold's webhooks and merger running in this process
 as cluster-admin: an install runs them as ServiceAccount
 gatefold-controller-manager with only the RBAC in config/rbac.
 
+gatefold's log: %s
+
 Use it with the kubectl built beside it:
 
   export KUBECONFIG=%s
   %s get listenerfragments -A
 
 Press Ctrl-C to stop; the control plane and its data go with it.
-`, env.Config.Host, kubeconfig, filepath.Join(env.AssetsDir, "kubectl"))
+`, env.Config.Host, *logFile, kubeconfig, filepath.Join(env.AssetsDir, "kubectl"))
 
 	select {
 	case <-ctx.Done():
@@ -86,6 +95,26 @@ Press Ctrl-C to stop; the control plane and its data go with it.
 		return err
 	}
 }
+
+// devLog opens the dev log: path, created with its folder, or standard error
+// for "-".
+func devLog(path string) (io.WriteCloser, error) {
+	if path == "-" {
+		return nopCloser{os.Stderr}, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the folder of the log: %w", err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("creating the log: %w", err)
+	}
+	return f, nil
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 // startDevManager runs one replica, without leader election, serving the
 // webhooks the control plane was configured to call.

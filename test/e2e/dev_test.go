@@ -62,8 +62,8 @@ func TestDevServesCRDsAndStopsCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	cmd := exec.Command(buildGatefold(t), "dev", "--kubeconfig-out", kubeconfig)
+	kubeconfig, logFile := filepath.Join(t.TempDir(), "kubeconfig"), filepath.Join(t.TempDir(), "gatefold.log")
+	cmd := exec.Command(buildGatefold(t), "dev", "--kubeconfig-out", kubeconfig, "--log-file", logFile)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +111,14 @@ func TestDevServesCRDsAndStopsCleanly(t *testing.T) {
 		if !regexp.MustCompile(want).MatchString(banner) {
 			t.Errorf("gatefold dev output does not match %s:\n%s", want, banner)
 		}
+	}
+
+	// The log is apart from the summary, and reads as text, not JSON.
+	if !strings.Contains(banner, "gatefold's log: "+logFile) {
+		t.Errorf("Banner does not say where the log is:\n%s", banner)
+	}
+	if log, err := os.ReadFile(logFile); err != nil || !strings.Contains(string(log), "\tINFO\t") || strings.HasPrefix(string(log), "{") {
+		t.Errorf("gatefold dev's log is not human-readable (%v):\n%.500s", err, log)
 	}
 
 	children := childPIDs(t, cmd.Process.Pid)
