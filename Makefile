@@ -29,6 +29,18 @@ CP_BINARIES := kube-apiserver etcd kubectl
 # environment, which could be another version.
 export KUBEBUILDER_ASSETS := $(CURDIR)/bin/controlplane
 
+# Traefik, the Gateway implementation the data-plane tests (and make dev) run,
+# is built from its Go module by test/traefik, cached the same way; bin/traefik
+# links to it.
+TRAEFIK_VERSION := v3.6.12
+TRAEFIK_LDFLAGS := -s -w
+TRAEFIK_KEY := $(shell (cat test/traefik/go.mod test/traefik/go.sum; \
+	echo '$(TRAEFIK_LDFLAGS)'; $(GO) version) | sha256sum | cut -c1-16)
+TRAEFIK_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/gatefold/traefik/$(TRAEFIK_KEY)
+
+# Tests find Traefik here; without it (a plain go test) they skip its test.
+export GATEFOLD_TRAEFIK := $(CURDIR)/bin/traefik/traefik
+
 ##@ Develop
 
 .PHONY: help
@@ -36,11 +48,11 @@ help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2} /^##@/ {printf "\n%s\n", substr($$0, 5)}' $(MAKEFILE_LIST)
 
 .PHONY: dev
-dev: controlplane build ## Run gatefold on a local real control plane until Ctrl-C
+dev: controlplane traefik build ## Run gatefold on a local real control plane until Ctrl-C
 	bin/gatefold dev
 
 .PHONY: test
-test: controlplane verify-generated ## Run every test (unit, fuzz seeds, integration on the real control plane)
+test: controlplane traefik verify-generated ## Run every test (unit, fuzz seeds, integration on the real control plane)
 	$(GO) test -count=1 ./...
 
 # Gateway API's own ListenerSet conformance tests, unmodified, against
@@ -58,11 +70,11 @@ conformance: controlplane build ## Run Gateway API's ListenerSet conformance tes
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: controlplane build ## Run the benchmarks on the real control plane (about 15 minutes) and write docs/benchmarks.{json,md}
+bench: controlplane traefik build ## Run the benchmarks on the real control plane (about 15 minutes) and write docs/benchmarks.{json,md}
 	$(GO) run ./test/bench $(BENCH_FLAGS)
 
 .PHONY: bench-quick
-bench-quick: controlplane build ## Run a reduced benchmark (under a minute) into bin/bench, as CI's smoke test
+bench-quick: controlplane traefik build ## Run a reduced benchmark (under a minute) into bin/bench, as CI's smoke test
 	$(GO) run ./test/bench --quick --out bin/bench $(BENCH_FLAGS)
 
 ##@ Build
@@ -82,6 +94,18 @@ controlplane: ## Build kube-apiserver, etcd and kubectl v1.37.2 from Go modules 
 	fi
 	@mkdir -p bin && ln -sfn "$(CP_CACHE)" bin/controlplane
 	@echo "Control plane $(KUBE_VERSION) ready in bin/controlplane"
+
+.PHONY: traefik
+traefik: ## Build Traefik v3.6.12 from its Go module (cached), the Gateway implementation of the data-plane tests
+	@if [ -x "$(TRAEFIK_CACHE)/traefik" ]; then :; else \
+		echo "Building Traefik $(TRAEFIK_VERSION) into $(TRAEFIK_CACHE) (a cold build takes several minutes)"; \
+		rm -rf "$(TRAEFIK_CACHE).tmp"; \
+		(cd test/traefik && $(GO) build -trimpath -ldflags '$(TRAEFIK_LDFLAGS)' -o "$(TRAEFIK_CACHE).tmp/" \
+			github.com/traefik/traefik/v3/cmd/traefik); \
+		rm -rf "$(TRAEFIK_CACHE)"; mv "$(TRAEFIK_CACHE).tmp" "$(TRAEFIK_CACHE)"; \
+	fi
+	@mkdir -p bin && ln -sfn "$(TRAEFIK_CACHE)" bin/traefik
+	@echo "Traefik $(TRAEFIK_VERSION) ready in bin/traefik"
 
 .PHONY: docker-build
 docker-build: ## Build the container image IMG (needs a Docker engine)
