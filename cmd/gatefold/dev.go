@@ -12,25 +12,24 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/gatefold/gatefold/certs"
+	"github.com/gatefold/gatefold/internal/dataplane"
 	"github.com/gatefold/gatefold/internal/devenv"
 )
 
 const devNamespace = "gatefold-system"
-
-// devController is the controllerName of the samples' GatewayClass
-// (config/samples/gatewayclass.yaml).
-const devController = "example.com/gateway-controller"
 
 func runDev(args []string) error {
 	fs := newFlagSet("dev", "Run a local control plane (kube-apiserver and etcd built by `make controlplane`) with the Gateway API and gatefold CRDs, gatefold's webhooks and merger in this process, and the samples applied, until interrupted")
 	assets := fs.String("control-plane", "", "Folder holding kube-apiserver, etcd and kubectl (default $KUBEBUILDER_ASSETS, then bin/controlplane)")
 	kubeconfigOut := fs.String("kubeconfig-out", filepath.Join("bin", "dev", "kubeconfig"), "Where to write the kubeconfig of the control plane")
 	samples := fs.String("samples", "", "Kustomize folder applied once gatefold serves (default config/samples of the repository; \"none\" applies nothing)")
+	traefik := fs.String("traefik", "", "The traefik executable run as the Gateway implementation (default $GATEFOLD_TRAEFIK, then bin/traefik/traefik, which `make traefik` builds); \"none\" runs none")
 	logFile := fs.String("log-file", filepath.Join("bin", "dev", "gatefold.log"), "Where gatefold's log goes, human-readable, so that it does not bury the summary; \"-\" is standard error")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
@@ -67,11 +66,26 @@ func runDev(args []string) error {
 	if err != nil {
 		return err
 	}
+	var dp *dataplane.DataPlane
+	if *traefik != "none" {
+		fmt.Println("Starting Traefik and the echo backends...")
+		if dp, err = startDevDataPlane(ctx, env, kubeconfig, *traefik); err != nil {
+			return err
+		}
+		defer func() { _ = dp.Stop() }()
+	}
+	var curls string
 	if *samples != "none" {
+		if *samples == "" && dp != nil {
+			if curls, err = sampleCertificates(ctx, env, filepath.Dir(kubeconfig), dp); err != nil {
+				return err
+			}
+		}
 		if err := env.ApplySamples(ctx, kubeconfig, *samples, os.Stdout); err != nil {
 			return err
 		}
 	}
+	fmt.Print(curls)
 	fmt.Printf(`
 The control plane is up at %s (Kubernetes v1.37.2, Gateway API standard CRDs,
 gatefold CRDs), with gatefold's webhooks and merger running in this process
@@ -94,6 +108,62 @@ Press Ctrl-C to stop; the control plane and its data go with it.
 	case err := <-managerDone:
 		return err
 	}
+}
+
+// devBackends are the echo backends `gatefold dev` runs, one per sample route.
+var devBackends = []string{"checkout", "catalog"}
+
+// startDevDataPlane runs Traefik as the implementation of the samples'
+// GatewayClass, with the samples' echo backends, all on loopback.
+func startDevDataPlane(ctx context.Context, env *devenv.Env, kubeconfig, binary string) (*dataplane.DataPlane, error) {
+	bin, err := dataplane.FindBinary(binary)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(filepath.Dir(kubeconfig), "traefik")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating Traefik's folder: %w", err)
+	}
+	return dataplane.Start(ctx, env.Client, dataplane.Options{Binary: bin, Kubeconfig: kubeconfig, Dir: dir, Backends: devBackends})
+}
+
+// sampleCertificates creates the certificate Secrets the samples' HTTPS
+// listeners name, signed by a throwaway authority written to dir/ca.crt, and
+// returns curl lines that reach each sample route through Traefik.
+func sampleCertificates(ctx context.Context, env *devenv.Env, dir string, dp *dataplane.DataPlane) (string, error) {
+	ca, err := dataplane.NewAuthority()
+	if err != nil {
+		return "", err
+	}
+	caFile := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(caFile, ca.PEM, 0o644); err != nil {
+		return "", fmt.Errorf("writing the data plane's CA: %w", err)
+	}
+	for _, s := range []struct{ ns, name, host string }{
+		{"shop", "checkout-tls", "checkout.example.com"},
+		{"shop", "catalog-tls", "catalog.example.com"},
+		{"infra", "legacy-tls", "legacy.example.com"},
+	} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("creating namespace %s: %w", s.ns, err)
+		}
+		secret, err := ca.TLSSecret(s.ns, s.name, s.host)
+		if err != nil {
+			return "", err
+		}
+		if err := env.Client.Create(ctx, secret); err != nil {
+			return "", fmt.Errorf("creating Secret %s/%s: %w", s.ns, s.name, err)
+		}
+	}
+	https, http := dp.HTTPSPort, dp.HTTPPort
+	return fmt.Sprintf(`
+Traefik serves the Gateway on 127.0.0.1 (its log: %s), and the routes
+reach the echo backends:
+
+  curl --cacert %s --resolve checkout.example.com:%d:127.0.0.1 https://checkout.example.com:%d/
+  curl --cacert %s --resolve catalog.example.com:%d:127.0.0.1 https://catalog.example.com:%d/
+  curl --resolve catalog.example.com:%d:127.0.0.1 http://catalog.example.com:%d/
+`, dp.LogPath, caFile, https, https, caFile, https, https, http, http), nil
 }
 
 // devLog opens the dev log: path, created with its folder, or standard error
@@ -133,9 +203,9 @@ func startDevManager(ctx context.Context, env *devenv.Env) (<-chan error, error)
 	o.webhook.ClaimsNamespace = devNamespace
 	o.webhook.ClaimGrace, o.webhook.CollectPeriod = 30*time.Second, 15*time.Second
 	o.leaderElect = false
-	// The samples' class has no implementation, so no ListenerSet support:
-	// a ListenerSet applied to its Gateway folds like a fragment.
-	o.listenerSetControllers = []string{devController}
+	// Traefik v3.6 does not support ListenerSets: a ListenerSet applied to
+	// the samples' Gateway folds like a fragment.
+	o.listenerSetControllers = []string{dataplane.ControllerName}
 	done := make(chan error, 1)
 	go func() { done <- startManager(ctx, env.Config, o) }()
 	return done, nil

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatefold/gatefold/internal/dataplane"
 	"github.com/gatefold/gatefold/internal/devenv"
 )
 
@@ -63,7 +65,18 @@ func TestDevServesCRDsAndStopsCleanly(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubeconfig, logFile := filepath.Join(t.TempDir(), "kubeconfig"), filepath.Join(t.TempDir(), "gatefold.log")
-	cmd := exec.Command(buildGatefold(t), "dev", "--kubeconfig-out", kubeconfig, "--log-file", logFile)
+	args := []string{"dev", "--kubeconfig-out", kubeconfig, "--log-file", logFile}
+	traefik, err := dataplane.FindBinary("")
+	if errors.Is(err, dataplane.ErrNoBinary) {
+		t.Logf("Running gatefold dev without a data plane: %v", err)
+		args = append(args, "--traefik", "none")
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if traefik != "" {
+		args = append(args, "--traefik", traefik)
+	}
+	cmd := exec.Command(buildGatefold(t), args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -103,14 +116,18 @@ func TestDevServesCRDsAndStopsCleanly(t *testing.T) {
 	// The samples are applied and folded: two fragments land, one conflicts
 	// with the Gateway's own listener.
 	for _, want := range []string{
-		`(?m)^  shop-checkout-https-3vawcgqvt6og6c36 +443 +HTTPS +checkout\.example\.com +ListenerFragment shop/checkout$`,
-		`(?m)^  legacy +443 +HTTPS +legacy\.example\.com +the Gateway$`,
+		`(?m)^  shop-checkout-https-3vawcgqvt6og6c36 +8443 +HTTPS +checkout\.example\.com +ListenerFragment shop/checkout$`,
+		`(?m)^  legacy +8443 +HTTPS +legacy\.example\.com +the Gateway$`,
 		`(?m)^  shop/catalog +http +True +Accepted +Folded into Gateway infra/shared`,
-		`(?m)^  shop/legacy +https +False +HostnameConflict +Hostname legacy\.example\.com on port 443 \(HTTPS\) is already taken on Gateway infra/shared by the Gateway's own listener "legacy"`,
+		`(?m)^  shop/legacy +https +False +HostnameConflict +Hostname legacy\.example\.com on port 8443 \(HTTPS\) is already taken on Gateway infra/shared by the Gateway's own listener "legacy"`,
 	} {
 		if !regexp.MustCompile(want).MatchString(banner) {
 			t.Errorf("gatefold dev output does not match %s:\n%s", want, banner)
 		}
+	}
+
+	if traefik != "" {
+		checkDevCurls(t, banner)
 	}
 
 	// The log is apart from the summary, and reads as text, not JSON.
@@ -155,5 +172,38 @@ func TestDevServesCRDsAndStopsCleanly(t *testing.T) {
 		if _, err := os.Stat("/proc/" + pid); err == nil {
 			t.Errorf("Process %s (kube-apiserver or etcd) outlived gatefold dev", pid)
 		}
+	}
+}
+
+// checkDevCurls runs every curl line gatefold dev printed, as a user would
+// copy it, and checks that each reaches its sample route's backend through
+// Traefik, HTTPS ones with the certificate checked against the printed CA.
+func checkDevCurls(t *testing.T, banner string) {
+	t.Helper()
+	curlPath, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("no curl on this machine to run gatefold dev's curl lines with")
+	}
+	lines := regexp.MustCompile(`(?m)^  curl (.+)$`).FindAllStringSubmatch(banner, -1)
+	if len(lines) != 3 {
+		t.Fatalf("gatefold dev printed %d curl lines, want 3:\n%s", len(lines), banner)
+	}
+	for _, l := range lines {
+		args := append([]string{"-sS", "--max-time", "5"}, strings.Fields(l[1])...)
+		url := args[len(args)-1]
+		backend := strings.Split(strings.TrimPrefix(strings.TrimPrefix(url, "https://"), "http://"), ".")[0]
+		var out []byte
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, err = exec.Command(curlPath, args...).CombinedOutput()
+			if err == nil && strings.HasPrefix(string(out), "backend="+backend+" ") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("curl %s: %v, answered %q; want backend %s", l[1], err, out, backend)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Logf("curl %s\n  -> %s", l[1], strings.TrimSpace(string(out)))
 	}
 }
