@@ -33,7 +33,8 @@ export KUBEBUILDER_ASSETS := $(CURDIR)/bin/controlplane
 # is built from its Go module by test/traefik, cached the same way; bin/traefik
 # links to it.
 TRAEFIK_VERSION := v3.6.12
-TRAEFIK_LDFLAGS := -s -w
+TRAEFIK_LDFLAGS := -s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$(TRAEFIK_VERSION) \
+	-X github.com/traefik/traefik/v3/pkg/version.BuildDate=1970-01-01T00:00:00Z
 TRAEFIK_KEY := $(shell (cat test/traefik/go.mod test/traefik/go.sum; \
 	echo '$(TRAEFIK_LDFLAGS)'; $(GO) version) | sha256sum | cut -c1-16)
 TRAEFIK_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/gatefold/traefik/$(TRAEFIK_KEY)

@@ -11,10 +11,11 @@
 // Traefik's Gateway provider passes a TraefikService name holding an "@"
 // through as it is, without looking for a TraefikService object.
 //
-// Traefik reads the control plane as the kubeconfig it is given says (the
-// administrator's will do: it is the data plane, not gatefold). It never
-// starts gatefold, and the gatefold binary links it for `gatefold dev`, so
-// it imports nothing under test/.
+// Traefik reads the control plane with the kubeconfig it is given (the
+// administrator's will do: it is the data plane, not gatefold, and it reads
+// Secrets, Namespaces and Services and writes Gateway and route statuses).
+// The package never starts gatefold; `gatefold dev` may link it, so it
+// imports nothing under test/.
 package dataplane
 
 import (

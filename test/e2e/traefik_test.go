@@ -1,0 +1,726 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/internal/dataplane"
+	"github.com/gatefold/gatefold/internal/devenv"
+	"github.com/gatefold/gatefold/test/fixture"
+	"github.com/gatefold/gatefold/test/testenv"
+	"github.com/gatefold/gatefold/webhook"
+)
+
+// servedWithin is how long Traefik may take to serve (or stop serving) a
+// change once the API server has it: it applies configuration within about
+// a second, after gatefold's debounce.
+const servedWithin = 30 * time.Second
+
+// TestTraefikServesWhatGatefoldFolds runs gatefold as installed (config/self-signed,
+// as its ServiceAccount, its webhooks called by the API server) and Traefik
+// as the implementation of the Gateway's class, and checks with real
+// requests on loopback that what gatefold folds is what Traefik serves:
+// fragments' HTTP and HTTPS listeners (certificates in Secrets, some in a
+// third namespace behind ReferenceGrants) and a ListenerSet, with routes that
+// attach by the generated sectionName read from the fragment's status; that a
+// conflicting fragment, a deleted one and a route the listener does not
+// admit are not served; and that Traefik's status reaches the fragments.
+func TestTraefikServesWhatGatefoldFolds(t *testing.T) {
+	traefik, err := dataplane.FindBinary("")
+	if errors.Is(err, dataplane.ErrNoBinary) {
+		t.Skipf("Skipping the data-plane test: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	audit := filepath.Join(t.TempDir(), "audit.log")
+	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t), AuditLog: audit, AuditAll: true})
+	c := env.Client
+	ctx := context.Background()
+
+	startInstalledManager(t, env, kubeconfig, "--listenerset-controllers="+dataplane.ControllerName)
+
+	dir := t.TempDir()
+	dp, err := dataplane.Start(ctx, c, dataplane.Options{
+		Binary: traefik, Kubeconfig: kubeconfig, Dir: dir,
+		// Free ports, so that a `make dev` running beside the tests is no matter.
+		HTTPPort: freePort(t), HTTPSPort: freePort(t),
+		Backends: []string{"own", "checkout", "catalog", "blog", "intruder", "squatter", "deals"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := dp.Stop(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("Traefik's log:\n%s", dp.Log())
+		}
+	})
+	httpPort, httpsPort := gwv1.PortNumber(dp.HTTPPort), gwv1.PortNumber(dp.HTTPSPort)
+	t.Logf("Traefik %s serves class %s on 127.0.0.1:%d (HTTP) and 127.0.0.1:%d (HTTPS)", traefik, dp.GatewayClass, dp.HTTPPort, dp.HTTPSPort)
+
+	for _, ns := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: "infra"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "shop"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "team"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "certs"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "other"}},
+		// Admission skips this namespace: a fragment there is stored whatever
+		// it conflicts with, and only the merger judges it.
+		{ObjectMeta: metav1.ObjectMeta{Name: "optout", Labels: map[string]string{webhook.AdmissionLabel: "disabled"}}},
+	} {
+		create(t, c, ns)
+	}
+	certs := map[string]*x509.Certificate{}
+	for _, s := range []struct{ ns, name, host string }{
+		{"shop", "checkout-tls", "checkout.example.com"},
+		{"certs", "catalog-tls", "catalog.example.com"},
+		{"certs", "blog-tls", "blog.example.com"},
+		{"optout", "squat-tls", "squat.example.com"},
+	} {
+		secret, cert := tlsSecret(t, s.ns, s.name, s.host)
+		create(t, c, secret)
+		certs[s.host] = cert
+	}
+	// Namespace certs lets fragments of shop and team reference its Secrets
+	// (gatefold's admission and fold check this), and the Gateway's
+	// namespace read them (Traefik checks this: it reads a folded listener
+	// as the Gateway's).
+	create(t, c, secretGrant("certs", "fragments", v1alpha1.GroupVersion.Group, "ListenerFragment", "shop", "team"))
+	create(t, c, secretGrant("certs", "gateway", gwv1.GroupName, "Gateway", "infra"))
+
+	gw := fixture.Gateway("infra", gwv1.NamespacesFromAll, fixture.Own("own", httpPort, gwv1.HTTPProtocolType, "own.example.com"))
+	gw.Spec.GatewayClassName = gwv1.ObjectName(dp.GatewayClass)
+	create(t, c, gw)
+
+	httpEntry := func(host string) gwv1.ListenerEntry {
+		return fixture.Entry("http", httpPort, gwv1.HTTPProtocolType, host)
+	}
+	httpsEntry := func(host, ns, secret string) gwv1.ListenerEntry {
+		e := fixture.Entry("https", httpsPort, gwv1.HTTPSProtocolType, host)
+		ref := gwv1.SecretObjectReference{Name: gwv1.ObjectName(secret)}
+		if ns != "" {
+			ref.Namespace = ptr.To(gwv1.Namespace(ns))
+		}
+		e.TLS = &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{ref}}
+		return e
+	}
+	// Created through gatefold's webhooks, as a route controller does.
+	checkout := fixture.Fragment("shop", "checkout", gw, httpEntry("checkout.example.com"), httpsEntry("checkout.example.com", "", "checkout-tls"))
+	catalog := fixture.Fragment("shop", "catalog", gw, httpEntry("catalog.example.com"), httpsEntry("catalog.example.com", "certs", "catalog-tls"))
+	blog := fixture.Fragment("team", "blog", gw, httpEntry("blog.example.com"), httpsEntry("blog.example.com", "certs", "blog-tls"))
+	for _, lf := range []*v1alpha1.ListenerFragment{checkout, catalog, blog} {
+		create(t, c, lf)
+	}
+	// A ListenerSet, which gatefold folds for Traefik's class.
+	deals := fixture.ListenerSet("shop", "deals", gw, httpEntry("deals.example.com"))
+	create(t, c, deals)
+
+	// The routes attach to the Gateway by the listener names the fragments'
+	// statuses give.
+	names := map[string]gwv1.SectionName{}
+	for _, lf := range []*v1alpha1.ListenerFragment{checkout, catalog, blog} {
+		for listener, name := range waitListenerNames(t, c, lf, "http", "https") {
+			names[lf.Namespace+"/"+lf.Name+"/"+string(listener)] = name
+		}
+	}
+	names["shop/deals/http"] = v1alpha1.ListenerSetListenerName("shop", "deals", "http")
+	// One route per listener: Traefik v3.6.12 counts a route once per
+	// parentRef to the Gateway on every listener it attaches to, so a route
+	// with two parentRefs would make attachedRoutes 2.
+	create(t, c, route("infra", "own", "", "own", "own"))
+	for _, key := range []string{"shop/checkout", "shop/catalog", "team/blog", "shop/deals"} {
+		ns, name, _ := strings.Cut(key, "/")
+		create(t, c, route(ns, name+"-http", "", name, names[key+"/http"]))
+		if key != "shop/deals" {
+			create(t, c, route(ns, name+"-https", "", name, names[key+"/https"]))
+		}
+	}
+	// Listener team/blog/http admits routes of namespace team only (Same, the
+	// default, is the fragment's namespace): this one would take
+	// blog.example.com/intruder if it were admitted.
+	intruder := route("other", "intruder", "/intruder", "intruder", names["team/blog/http"])
+	create(t, c, intruder)
+
+	p := &prober{t: t, httpPort: dp.HTTPPort, httpsPort: dp.HTTPSPort}
+	p.waitServed("HTTP", "own.example.com", "/", "own", nil)
+	for _, host := range []string{"checkout", "catalog", "blog", "deals"} {
+		p.waitServed("HTTP", host+".example.com", "/", host, nil)
+	}
+	for _, host := range []string{"checkout", "catalog", "blog"} {
+		p.waitServed("HTTPS", host+".example.com", "/", host, certs[host+".example.com"])
+	}
+	p.waitNotServed("HTTP", "unknown.example.com", "/", "")
+
+	// Traefik's report on each folded listener reaches the fragment, at its
+	// generation: Accepted, ResolvedRefs and Programmed, with one route each
+	// (the intruder is not counted).
+	for _, lf := range []*v1alpha1.ListenerFragment{checkout, catalog, blog} {
+		waitProgrammed(t, c, lf, map[gwv1.SectionName]int32{"http": 1, "https": 1})
+	}
+	waitListenerSetProgrammed(t, c, deals)
+	checkGatewayAddress(t, c, gw)
+
+	// The route the listener does not admit is refused by Traefik, and its
+	// path is served by the admitted route.
+	waitRouteRefused(t, c, intruder, string(gwv1.RouteReasonNotAllowedByListeners))
+	p.stillServed("HTTP", "blog.example.com", "/intruder", "blog", nil)
+
+	// An update is served, and the status follows the fragment's new
+	// generation.
+	current := &v1alpha1.ListenerFragment{}
+	get(t, c, client.ObjectKeyFromObject(checkout), current)
+	current.Spec.Listeners = append(current.Spec.Listeners, fixture.Entry("api", httpPort, gwv1.HTTPProtocolType, "api.checkout.example.com"))
+	if err := c.Update(ctx, current); err != nil {
+		t.Fatalf("Adding a listener to fragment shop/checkout: %v", err)
+	}
+	names["shop/checkout/api"] = waitListenerNames(t, c, current, "api")["api"]
+	create(t, c, route("shop", "checkout-api", "", "checkout", names["shop/checkout/api"]))
+	p.waitServed("HTTP", "api.checkout.example.com", "/", "checkout", nil)
+	waitProgrammed(t, c, current, map[gwv1.SectionName]int32{"http": 1, "https": 1, "api": 1})
+
+	// A fragment that admission would deny, stored through the opt-out: its
+	// HTTP listener takes checkout.example.com (held by an older fragment)
+	// and its HTTPS listener takes the HTTP port. The merger folds neither,
+	// so Traefik never sees them, and its route attaches to nothing.
+	for time.Since(checkout.CreationTimestamp.Time) < 1100*time.Millisecond {
+		// Fragments created in one second are ordered by namespace/name,
+		// and optout/ sorts before shop/: make the squatter younger.
+		time.Sleep(100 * time.Millisecond)
+	}
+	squatterTLS := fixture.Entry("https", httpPort, gwv1.HTTPSProtocolType, "squat.example.com")
+	squatterTLS.TLS = &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "squat-tls"}}}
+	squatter := fixture.Fragment("optout", "squatter", gw, httpEntry("checkout.example.com"), squatterTLS)
+	create(t, c, squatter)
+	waitConflicted(t, c, squatter, map[gwv1.SectionName]string{"http": "HostnameConflict", "https": "ProtocolConflict"})
+	squatterRoute := route("optout", "squatter", "/squatter", "squatter", v1alpha1.ListenerName("optout", "squatter", "http"))
+	create(t, c, squatterRoute)
+	waitRouteRefused(t, c, squatterRoute, string(gwv1.RouteReasonNoMatchingParent))
+	p.stillServed("HTTP", "checkout.example.com", "/squatter", "checkout", nil)
+	p.stillServed("HTTP", "squat.example.com", "/squatter", "", nil)
+
+	// A deleted fragment's hostname stops being served, over HTTP and HTTPS.
+	if err := c.Delete(ctx, catalog); err != nil {
+		t.Fatal(err)
+	}
+	p.waitNotServed("HTTP", "catalog.example.com", "/", "catalog")
+	p.waitNotServed("HTTPS", "catalog.example.com", "/", "catalog")
+	// The others still are.
+	for _, host := range []string{"checkout", "blog"} {
+		p.stillServed("HTTPS", host+".example.com", "/", host, certs[host+".example.com"])
+	}
+	p.stillServed("HTTP", "deals.example.com", "/", "deals", nil)
+	p.stillServed("HTTP", "own.example.com", "/", "own", nil)
+
+	final := &gwv1.Gateway{}
+	get(t, c, client.ObjectKeyFromObject(gw), final)
+	t.Logf("The Gateway's status.attachedListenerSets at the end: %v (gatefold applies it; Traefik writes the whole status with Gateway API v1.4 types, which lack the field)",
+		ptrString(final.Status.AttachedListenerSets))
+	logStatusWriters(t, audit, gw)
+}
+
+// logStatusWriters logs who wrote the Gateway's status, from the audit log:
+// gatefold (attachedListenerSets) and Traefik (the rest) share it.
+func logStatusWriters(t *testing.T, audit string, gw *gwv1.Gateway) {
+	t.Helper()
+	events, err := testenv.ReadAuditLog(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes, gatefold := map[string]int{}, 0
+	for _, e := range events {
+		if e.ObjectRef.Resource != "gateways" || e.ObjectRef.Subresource != "status" || e.ObjectRef.Name != gw.Name || e.Verb == "get" {
+			continue
+		}
+		agent, _, _ := strings.Cut(e.UserAgent, " ")
+		writes[fmt.Sprintf("%s %s %d", agent, e.Verb, e.ResponseStatus.Code)]++
+		if strings.HasPrefix(agent, "gatefold/") && e.ResponseStatus.Code < 300 {
+			gatefold++
+		}
+	}
+	t.Logf("Writes of Gateway %s/%s status by user agent, verb and code: %v", gw.Namespace, gw.Name, writes)
+	// The count changed once (0 to 1): gatefold does not write it again
+	// after each of Traefik's writes, which drop it.
+	if gatefold < 1 || gatefold > 2 {
+		t.Errorf("gatefold wrote the Gateway's status %d times, want once or twice (attachedListenerSets set once, perhaps retried)", gatefold)
+	}
+}
+
+// startInstalledManager runs `gatefold manager` as the ServiceAccount of
+// config/self-signed, applied with kubectl, with the webhooks pointed at it,
+// and checks its log for refused requests at the end.
+func startInstalledManager(t *testing.T, env *devenv.Env, kubeconfig string, flags ...string) {
+	t.Helper()
+	kubectl(t, env, kubeconfig, "apply", "--server-side", "-k", overlay(t, "self-signed"))
+	port, probes := freePort(t), freePort(t)
+	pointWebhooksAt(t, env.Client, fmt.Sprintf("https://127.0.0.1:%d", port))
+	log := filepath.Join(t.TempDir(), "manager.log")
+	logFile, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"manager", "--kubeconfig", installedKubeconfig(t, env, "self-signed"),
+		"--cert-mode=self-signed", "--webhook-cert-hosts=127.0.0.1", fmt.Sprintf("--webhook-port=%d", port),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes), "--metrics-bind-address=0", "--leader-elect=false"}, flags...)
+	cmd := exec.Command(buildGatefold(t), args...)
+	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+installNamespace)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logFile.Close(); testenv.CheckLogFile(t, log) })
+	waitReady(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", probes), log)
+}
+
+func create(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	if err := c.Create(context.Background(), obj); err != nil {
+		t.Fatalf("Creating %T %s: %v", obj, client.ObjectKeyFromObject(obj), err)
+	}
+}
+
+// tlsSecret is a kubernetes.io/tls Secret holding a new self-signed
+// certificate for host, and that certificate.
+func tlsSecret(t *testing.T, ns, name, host string) (*corev1.Secret, *x509.Certificate) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: host},
+		DNSNames:     []string{host},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Type:       corev1.SecretTypeTLS,
+		Data: map[string][]byte{
+			corev1.TLSCertKey:       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+			corev1.TLSPrivateKeyKey: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		},
+	}, cert
+}
+
+// secretGrant lets group/kind objects of the namespaces from read the
+// Secrets of ns.
+func secretGrant(ns, name, group, kind string, from ...string) *gwv1beta1.ReferenceGrant {
+	g := &gwv1beta1.ReferenceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       gwv1beta1.ReferenceGrantSpec{To: []gwv1beta1.ReferenceGrantTo{{Group: "", Kind: "Secret"}}},
+	}
+	for _, f := range from {
+		g.Spec.From = append(g.Spec.From, gwv1beta1.ReferenceGrantFrom{Group: gwv1.Group(group), Kind: gwv1.Kind(kind), Namespace: gwv1.Namespace(f)})
+	}
+	return g
+}
+
+func gatewayParent(section gwv1.SectionName) gwv1.ParentReference {
+	return gwv1.ParentReference{Name: "shared", Namespace: ptr.To(gwv1.Namespace("infra")), SectionName: ptr.To(section)}
+}
+
+// route is HTTPRoute ns/name to echo backend, attached to the Gateway's
+// listeners sections, matching path prefix prefix ("" for every path).
+func route(ns, name, prefix, backend string, sections ...gwv1.SectionName) *gwv1.HTTPRoute {
+	r := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	for _, s := range sections {
+		r.Spec.ParentRefs = append(r.Spec.ParentRefs, gatewayParent(s))
+	}
+	rule := gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{dataplane.BackendRef(backend)}}
+	if prefix != "" {
+		rule.Matches = []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptr.To(gwv1.PathMatchPathPrefix), Value: ptr.To(prefix)}}}
+	}
+	r.Spec.Rules = []gwv1.HTTPRouteRule{rule}
+	return r
+}
+
+// waitListenerNames waits until the fragment's status says which Gateway
+// listener each of its listeners was folded into, and returns those names.
+func waitListenerNames(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment, listeners ...gwv1.SectionName) map[gwv1.SectionName]gwv1.SectionName {
+	t.Helper()
+	names := map[gwv1.SectionName]gwv1.SectionName{}
+	waitFor(t, servedWithin, fmt.Sprintf("fragment %s/%s to report where %v were folded", lf.Namespace, lf.Name, listeners), func() (bool, string) {
+		current := &v1alpha1.ListenerFragment{}
+		get(t, c, client.ObjectKeyFromObject(lf), current)
+		for _, l := range current.Status.Listeners {
+			if l.Gateway != nil && slices.Contains(listeners, l.Name) {
+				names[l.Name] = l.Gateway.ListenerName
+			}
+		}
+		return len(names) == len(listeners), fmt.Sprintf("%+v", current.Status.Listeners)
+	})
+	for _, l := range listeners {
+		if want := v1alpha1.ListenerName(lf.Namespace, lf.Name, l); names[l] != want {
+			t.Errorf("Fragment %s/%s listener %s was folded as %s, want %s (ListenerName)", lf.Namespace, lf.Name, l, names[l], want)
+		}
+	}
+	return names
+}
+
+// waitProgrammed waits until Traefik's report on every listener of the
+// fragment reached its status at its current generation: listeners
+// Accepted, ResolvedRefs and Programmed True and not Conflicted, with
+// attachedRoutes as wanted, as the Gateway's status says, and the fragment
+// Programmed.
+func waitProgrammed(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment, attached map[gwv1.SectionName]int32) {
+	t.Helper()
+	key := client.ObjectKeyFromObject(lf)
+	var summary string
+	waitFor(t, servedWithin, fmt.Sprintf("Traefik's report on fragment %s to reach its status", key), func() (bool, string) {
+		current := &v1alpha1.ListenerFragment{}
+		get(t, c, key, current)
+		gw := &gwv1.Gateway{}
+		get(t, c, client.ObjectKey{Namespace: "infra", Name: "shared"}, gw)
+		var problems, lines []string
+		gen := current.Generation
+		if cond := meta.FindStatusCondition(current.Status.Conditions, string(v1alpha1.FragmentConditionProgrammed)); cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != gen {
+			problems = append(problems, fmt.Sprintf("fragment Programmed %s", conditionString(cond)))
+		}
+		if len(current.Status.Listeners) != len(attached) {
+			problems = append(problems, fmt.Sprintf("%d listeners in the status, want %d", len(current.Status.Listeners), len(attached)))
+		}
+		for _, l := range current.Status.Listeners {
+			want, ok := attached[l.Name]
+			if !ok || l.Gateway == nil {
+				problems = append(problems, fmt.Sprintf("listener %s unexpected or not folded", l.Name))
+				continue
+			}
+			for typ, status := range map[gwv1.ListenerConditionType]metav1.ConditionStatus{
+				gwv1.ListenerConditionAccepted:     metav1.ConditionTrue,
+				gwv1.ListenerConditionResolvedRefs: metav1.ConditionTrue,
+				gwv1.ListenerConditionProgrammed:   metav1.ConditionTrue,
+				gwv1.ListenerConditionConflicted:   metav1.ConditionFalse,
+			} {
+				cond := meta.FindStatusCondition(l.Conditions, string(typ))
+				if cond == nil || cond.Status != status || cond.ObservedGeneration != gen {
+					problems = append(problems, fmt.Sprintf("listener %s %s %s, want %s at generation %d", l.Name, typ, conditionString(cond), status, gen))
+				}
+			}
+			if l.AttachedRoutes != want {
+				problems = append(problems, fmt.Sprintf("listener %s attachedRoutes %d, want %d", l.Name, l.AttachedRoutes, want))
+			}
+			// The report is Traefik's: the Gateway's status says the same.
+			programmed := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerConditionProgrammed))
+			for _, gl := range gw.Status.Listeners {
+				if gl.Name != l.Gateway.ListenerName {
+					continue
+				}
+				theirs := meta.FindStatusCondition(gl.Conditions, string(gwv1.ListenerConditionProgrammed))
+				if theirs == nil || programmed == nil || theirs.Reason != programmed.Reason || theirs.Message != programmed.Message || gl.AttachedRoutes != l.AttachedRoutes {
+					problems = append(problems, fmt.Sprintf("listener %s differs from the Gateway's status of %s", l.Name, gl.Name))
+				}
+			}
+			lines = append(lines, fmt.Sprintf("%s as %s: Programmed %s, attachedRoutes %d", l.Name, l.Gateway.ListenerName, conditionString(programmed), l.AttachedRoutes))
+		}
+		summary = fmt.Sprintf("generation %d; %s", gen, strings.Join(lines, "; "))
+		return len(problems) == 0, strings.Join(problems, "; ")
+	})
+	t.Logf("Fragment %s: %s", key, summary)
+}
+
+// waitListenerSetProgrammed waits until Traefik's report reached the
+// ListenerSet's status.
+func waitListenerSetProgrammed(t *testing.T, c client.Client, ls *gwv1.ListenerSet) {
+	t.Helper()
+	key := client.ObjectKeyFromObject(ls)
+	waitFor(t, servedWithin, fmt.Sprintf("Traefik's report on ListenerSet %s to reach its status", key), func() (bool, string) {
+		current := &gwv1.ListenerSet{}
+		get(t, c, key, current)
+		cond := meta.FindStatusCondition(current.Status.Conditions, string(gwv1.ListenerSetConditionProgrammed))
+		ok := cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == current.Generation &&
+			len(current.Status.Listeners) == 1 && current.Status.Listeners[0].AttachedRoutes == 1
+		return ok, fmt.Sprintf("Programmed %s, listeners %+v", conditionString(cond), current.Status.Listeners)
+	})
+	t.Logf("ListenerSet %s: Programmed, its listener with 1 attached route", key)
+}
+
+// waitConflicted waits until the merger reports each listener of the
+// fragment conflicted with the reason given, and the fragment not accepted.
+func waitConflicted(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment, reasons map[gwv1.SectionName]string) {
+	t.Helper()
+	key := client.ObjectKeyFromObject(lf)
+	waitFor(t, servedWithin, fmt.Sprintf("fragment %s to be reported conflicted", key), func() (bool, string) {
+		current := &v1alpha1.ListenerFragment{}
+		get(t, c, key, current)
+		ok := meta.IsStatusConditionFalse(current.Status.Conditions, string(v1alpha1.FragmentConditionAccepted)) && len(current.Status.Listeners) == len(reasons)
+		for _, l := range current.Status.Listeners {
+			cond := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerConditionConflicted))
+			ok = ok && l.Gateway == nil && cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == reasons[l.Name]
+		}
+		return ok, fmt.Sprintf("%+v", current.Status)
+	})
+	gw := &gwv1.Gateway{}
+	get(t, c, client.ObjectKey{Namespace: string(*lf.Spec.ParentRef.Namespace), Name: string(lf.Spec.ParentRef.Name)}, gw)
+	for _, l := range gw.Spec.Listeners {
+		for name := range reasons {
+			if l.Name == v1alpha1.ListenerName(lf.Namespace, lf.Name, name) {
+				t.Errorf("The Gateway carries %s, listener %s of conflicted fragment %s", l.Name, name, key)
+			}
+		}
+	}
+	t.Logf("Fragment %s is not accepted and not on the Gateway; its listeners are conflicted: %v", key, reasons)
+}
+
+// waitRouteRefused waits until Traefik refuses the route on its parent with
+// the reason given.
+func waitRouteRefused(t *testing.T, c client.Client, r *gwv1.HTTPRoute, reason string) {
+	t.Helper()
+	key := client.ObjectKeyFromObject(r)
+	waitFor(t, servedWithin, fmt.Sprintf("Traefik to refuse HTTPRoute %s", key), func() (bool, string) {
+		current := &gwv1.HTTPRoute{}
+		get(t, c, key, current)
+		for _, p := range current.Status.Parents {
+			cond := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionAccepted))
+			if p.ControllerName == dataplane.ControllerName && cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == reason {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", current.Status.Parents)
+	})
+	t.Logf("HTTPRoute %s: Traefik reports Accepted=False %s", key, reason)
+}
+
+func checkGatewayAddress(t *testing.T, c client.Client, gw *gwv1.Gateway) {
+	t.Helper()
+	current := &gwv1.Gateway{}
+	get(t, c, client.ObjectKeyFromObject(gw), current)
+	if len(current.Status.Addresses) != 1 || current.Status.Addresses[0].Value != "127.0.0.1" {
+		t.Errorf("Gateway status addresses %+v, want 127.0.0.1 only", current.Status.Addresses)
+	}
+	if !meta.IsStatusConditionTrue(current.Status.Conditions, string(gwv1.GatewayConditionProgrammed)) {
+		t.Errorf("Gateway not programmed: %+v", current.Status.Conditions)
+	}
+}
+
+func conditionString(cond *metav1.Condition) string {
+	if cond == nil {
+		return "absent"
+	}
+	return fmt.Sprintf("%s/%s (generation %d: %q)", cond.Status, cond.Reason, cond.ObservedGeneration, cond.Message)
+}
+
+func ptrString[T any](p *T) string {
+	if p == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*p)
+}
+
+// waitFor polls check until it is true, or fails the test after timeout
+// with what it waited for and check's last word.
+func waitFor(t *testing.T, timeout time.Duration, what string, check func() (bool, string)) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		var ok bool
+		if ok, last = check(); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Waited %s for %s; last: %s", timeout, what, last)
+		}
+	}
+}
+
+// prober sends requests to Traefik's entryPoints as a client would, by
+// hostname: the Host header for HTTP, SNI and the Host header for HTTPS.
+type prober struct {
+	t                   *testing.T
+	httpPort, httpsPort int
+}
+
+// answer is what one request got.
+type answer struct {
+	status int
+	body   string
+	cert   *x509.Certificate // the leaf Traefik served over HTTPS
+	err    error
+}
+
+func (a answer) String() string {
+	if a.err != nil {
+		return "error: " + a.err.Error()
+	}
+	s := fmt.Sprintf("%d %q", a.status, strings.TrimSpace(a.body))
+	if a.cert != nil {
+		s += fmt.Sprintf(", certificate %s (serial %x)", describeCert(a.cert), a.cert.SerialNumber)
+	}
+	return s
+}
+
+func describeCert(cert *x509.Certificate) string {
+	if len(cert.DNSNames) > 0 {
+		return "for " + strings.Join(cert.DNSNames, ",")
+	}
+	return "CN=" + cert.Subject.CommonName
+}
+
+// from says whether the answer came from backend (through Traefik) with
+// cert, when cert is set.
+func (a answer) from(backend string, cert *x509.Certificate) bool {
+	return a.err == nil && a.status == http.StatusOK && strings.HasPrefix(a.body, "backend="+backend+" ") &&
+		(cert == nil || (a.cert != nil && a.cert.Equal(cert)))
+}
+
+func (p *prober) get(scheme, host, path string) answer {
+	var a answer
+	var mu sync.Mutex
+	transport := &http.Transport{DisableKeepAlives: true, Proxy: nil}
+	url := fmt.Sprintf("http://127.0.0.1:%d%s", p.httpPort, path)
+	if scheme == "HTTPS" {
+		addr := fmt.Sprintf("127.0.0.1:%d", p.httpsPort)
+		url = "https://" + host + path
+		transport.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}
+		transport.TLSClientConfig = &tls.Config{
+			ServerName: host,
+			// The test compares the served certificate itself.
+			InsecureSkipVerify: true,
+			VerifyConnection: func(cs tls.ConnectionState) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if len(cs.PeerCertificates) > 0 {
+					a.cert = cs.PeerCertificates[0]
+				}
+				return nil
+			},
+		}
+	}
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	req.Host = host
+	client := &http.Client{Transport: transport, Timeout: 5 * time.Second}
+	resp, err := client.Do(req)
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil {
+		a.err = err
+		return a
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	a.status, a.body, a.err = resp.StatusCode, string(body), err
+	return a
+}
+
+func (p *prober) describe(scheme, host, path string) string {
+	if scheme == "HTTPS" {
+		return fmt.Sprintf("HTTPS %s%s (SNI %s) to 127.0.0.1:%d", host, path, host, p.httpsPort)
+	}
+	return fmt.Sprintf("HTTP %s%s (Host %s) to 127.0.0.1:%d", host, path, host, p.httpPort)
+}
+
+// poll requests until ok accepts an answer, logging each answer that
+// differs from the one before, and fails the test after servedWithin.
+func (p *prober) poll(scheme, host, path, want string, ok func(answer) bool) {
+	p.t.Helper()
+	start := time.Now()
+	var last string
+	for {
+		a := p.get(scheme, host, path)
+		if s := a.String(); s != last || ok(a) {
+			p.t.Logf("%s → %s [%.1fs]", p.describe(scheme, host, path), s, time.Since(start).Seconds())
+			last = s
+		}
+		if ok(a) {
+			return
+		}
+		if time.Since(start) > servedWithin {
+			p.t.Fatalf("%s: no answer %s within %s", p.describe(scheme, host, path), want, servedWithin)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitServed waits until the request is answered by backend, over HTTPS
+// with cert.
+func (p *prober) waitServed(scheme, host, path, backend string, cert *x509.Certificate) {
+	p.t.Helper()
+	want := "from backend " + backend
+	if cert != nil {
+		want += " with the certificate " + describeCert(cert) + " of its Secret"
+	}
+	p.poll(scheme, host, path, want, func(a answer) bool { return a.from(backend, cert) })
+}
+
+// waitNotServed waits until the request gets 404 or no answer at all, and
+// neither backend's answer nor, over HTTPS, backend's certificate.
+func (p *prober) waitNotServed(scheme, host, path, backend string) {
+	p.t.Helper()
+	p.poll(scheme, host, path, "of 404 or none", func(a answer) bool {
+		if a.err == nil && a.status != http.StatusNotFound {
+			return false
+		}
+		return a.cert == nil || !slices.Contains(a.cert.DNSNames, host)
+	})
+}
+
+// stillServed checks that requests keep getting the answer they should
+// for two seconds: from backend (with cert), or 404 when backend is "".
+func (p *prober) stillServed(scheme, host, path, backend string, cert *x509.Certificate) {
+	p.t.Helper()
+	ok := func(a answer) bool { return a.from(backend, cert) }
+	if backend == "" {
+		ok = func(a answer) bool { return a.err == nil && a.status == http.StatusNotFound }
+	}
+	var a answer
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if a = p.get(scheme, host, path); !ok(a) {
+			p.t.Fatalf("%s → %s, want it answered by %q", p.describe(scheme, host, path), a, backend)
+		}
+	}
+	p.t.Logf("%s → %s [steady for 2s]", p.describe(scheme, host, path), a)
+}
