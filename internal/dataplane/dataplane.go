@@ -14,7 +14,7 @@
 // Traefik reads the control plane with the kubeconfig it is given (the
 // administrator's will do: it is the data plane, not gatefold, and it reads
 // Secrets, Namespaces and Services and writes Gateway and route statuses).
-// The package never starts gatefold; `gatefold dev` may link it, so it
+// The package never starts gatefold; `gatefold dev` links it, so it
 // imports nothing under test/.
 package dataplane
 

@@ -2,17 +2,12 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -101,6 +96,10 @@ func TestTraefikServesWhatGatefoldFolds(t *testing.T) {
 	} {
 		create(t, c, ns)
 	}
+	ca, err := dataplane.NewAuthority()
+	if err != nil {
+		t.Fatal(err)
+	}
 	certs := map[string]*x509.Certificate{}
 	for _, s := range []struct{ ns, name, host string }{
 		{"shop", "checkout-tls", "checkout.example.com"},
@@ -108,7 +107,7 @@ func TestTraefikServesWhatGatefoldFolds(t *testing.T) {
 		{"certs", "blog-tls", "blog.example.com"},
 		{"optout", "squat-tls", "squat.example.com"},
 	} {
-		secret, cert := tlsSecret(t, s.ns, s.name, s.host)
+		secret, cert := tlsSecret(t, ca, s.ns, s.name, s.host)
 		create(t, c, secret)
 		certs[s.host] = cert
 	}
@@ -309,47 +308,23 @@ func create(t *testing.T, c client.Client, obj client.Object) {
 	}
 }
 
-// tlsSecret is a kubernetes.io/tls Secret holding a new self-signed
-// certificate for host, and that certificate.
-func tlsSecret(t *testing.T, ns, name, host string) (*corev1.Secret, *x509.Certificate) {
+// tlsSecret is a kubernetes.io/tls Secret holding a new certificate for
+// host, signed by ca, and that certificate.
+func tlsSecret(t *testing.T, ca *dataplane.Authority, ns, name, host string) (*corev1.Secret, *x509.Certificate) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	secret, err := ca.TLSSecret(ns, name, host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	block, _ := pem.Decode(secret.Data[corev1.TLSCertKey])
+	if block == nil {
+		t.Fatalf("Secret %s/%s holds no PEM certificate", ns, name)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: host},
-		DNSNames:     []string{host},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{
-			corev1.TLSCertKey:       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-			corev1.TLSPrivateKeyKey: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-		},
-	}, cert
+	return secret, cert
 }
 
 // secretGrant lets group/kind objects of the namespaces from read the
