@@ -331,6 +331,17 @@ func (d *DataPlane) listening(port int) bool {
 	return true
 }
 
+// Running returns nil while Traefik runs, and once it exited, an error
+// that says how.
+func (d *DataPlane) Running() error {
+	select {
+	case <-d.exited:
+		return fmt.Errorf("traefik exited: %v", d.waitErr)
+	default:
+		return nil
+	}
+}
+
 // Log returns what Traefik logged so far.
 func (d *DataPlane) Log() string {
 	b, err := os.ReadFile(d.LogPath)

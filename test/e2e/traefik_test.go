@@ -74,11 +74,15 @@ func TestTraefikServesWhatGatefoldFolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if err := dp.Running(); err != nil {
+			t.Errorf("Traefik did not run to the end of the test: %v", err)
+		}
 		if err := dp.Stop(); err != nil {
 			t.Error(err)
 		}
 		if t.Failed() {
-			t.Logf("Traefik's log:\n%s", dp.Log())
+			access, _ := os.ReadFile(dp.AccessLogPath)
+			t.Logf("Traefik's log:\n%s\nIts access log:\n%s", dp.Log(), access)
 		}
 	})
 	httpPort, httpsPort := gwv1.PortNumber(dp.HTTPPort), gwv1.PortNumber(dp.HTTPSPort)
