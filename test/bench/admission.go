@@ -21,6 +21,7 @@ type Latency struct {
 	P50      float64 `json:"p50"`
 	P90      float64 `json:"p90"`
 	P99      float64 `json:"p99"`
+	Max      float64 `json:"max"`
 }
 
 // Throughput is how fast W writers created N fragments.
@@ -42,12 +43,15 @@ type AdmissionResult struct {
 	ThroughputWith    Throughput `json:"throughputWithWebhooks"`
 }
 
+// latency is the distribution of samples; none is all zeros.
 func latency(samples []time.Duration) Latency {
-	slices.Sort(samples)
-	at := func(q float64) float64 {
-		return float64(samples[int(q*float64(len(samples)-1))].Microseconds()) / 1000
+	if len(samples) == 0 {
+		return Latency{}
 	}
-	return Latency{Requests: len(samples), P50: at(0.5), P90: at(0.9), P99: at(0.99)}
+	slices.Sort(samples)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	at := func(q float64) float64 { return ms(samples[int(q*float64(len(samples)-1))]) }
+	return Latency{Requests: len(samples), P50: at(0.5), P90: at(0.9), P99: at(0.99), Max: ms(samples[len(samples)-1])}
 }
 
 // The runs with the webhooks create in the first namespace; the runs without

@@ -492,11 +492,11 @@ func (m *manager) applies() (gateways, statuses, grants float64, err error) {
 const claimLabel = "gatefold.dev/claim"
 
 // cleanUp deletes what the phases before left, with gatefold stopped: their
-// fragments, Gateways and ReferenceGrants, and every claim. A later phase
-// then measures gatefold on its own objects alone.
+// routes, fragments, Gateways and ReferenceGrants, and every claim. A later
+// phase then measures gatefold on its own objects alone.
 func (h *harness) cleanUp(ctx context.Context) error {
 	for _, ns := range h.namespaces {
-		for _, obj := range []client.Object{&v1alpha1.ListenerFragment{}, &gwv1.Gateway{}, &gwv1.ReferenceGrant{}} {
+		for _, obj := range []client.Object{&gwv1.HTTPRoute{}, &v1alpha1.ListenerFragment{}, &gwv1.Gateway{}, &gwv1.ReferenceGrant{}} {
 			if err := h.env.Client.DeleteAllOf(ctx, obj, client.InNamespace(ns)); err != nil {
 				return fmt.Errorf("cleaning up namespace %s: %w", ns, err)
 			}

@@ -1,6 +1,6 @@
 // Command bench measures gatefold on the real control plane and writes the
 // results to docs/benchmarks.json and docs/benchmarks.md. `make bench` runs
-// it; `make bench-quick` runs a reduced set in under a minute.
+// it; `make bench-quick` runs a reduced set in about a minute and a half.
 //
 // It compares, on one API server and one workload, ways of giving N routes
 // one HTTPS listener each on G shared Gateways, gatefold's among them, with
@@ -8,8 +8,10 @@
 // with one object per route (N plain creates); the admission overhead of
 // gatefold's webhooks, one create at a time and W at once; how a leader
 // converges many fragments at first install and after a warm restart; what
-// it reads and writes in a steady state; and how long a failover takes.
-// --only runs a part alone.
+// it reads and writes in a steady state; how long a failover takes; and,
+// with Traefik as the Gateway implementation, how long a fragment takes
+// from its create to its first request served, beside its fold and beside
+// Traefik's own reaction to a route. --only runs a part alone.
 package main
 
 import (
@@ -38,6 +40,7 @@ type Params struct {
 	AdmissionCreates int           `json:"admissionCreates"`
 	ScaleFragments   int           `json:"scaleFragments"`
 	ScaleGateways    int           `json:"scaleGateways"`
+	DataplaneRoutes  int           `json:"dataplaneRoutes"`
 	SteadyState      time.Duration `json:"steadyState"`
 	LeaseDuration    time.Duration `json:"leaseDuration"`
 	PhaseTimeout     time.Duration `json:"phaseTimeout"`
@@ -54,7 +57,7 @@ type Params struct {
 
 // phases are the parts of a run, in the order they run; contention's
 // strategies can also be run alone, as contention:NAME.
-var phases = []string{"contention", "admission", "scale", "steady", "failover", "go"}
+var phases = []string{"contention", "admission", "scale", "steady", "failover", "dataplane", "go"}
 
 // selection is what --only asked for: phases, and contention strategies
 // by name. Empty, it is everything.
@@ -104,7 +107,7 @@ func main() {
 
 func run() (err error) {
 	var p Params
-	quick := flag.Bool("quick", false, "A reduced run for CI smoke use (under a minute): small sizes, short steady state and lease")
+	quick := flag.Bool("quick", false, "A reduced run for CI smoke use (about a minute and a half): small sizes, short steady state and lease")
 	out := flag.String("out", "", "Folder to write benchmarks.json and benchmarks.md into (default docs, or bin/bench with --only, so that a partial run never replaces the published tables)")
 	gatefold := flag.String("gatefold", "bin/gatefold", "The gatefold binary to run as the manager")
 	only := flag.String("only", "", "Run only these, comma-separated: phases ("+strings.Join(phases, ", ")+") or contention strategies (contention:limit, contention:floor, contention:update, contention:ssa-per-writer, contention:gatefold); steady and failover run on scale's fragments, so they run scale too")
@@ -116,6 +119,7 @@ func run() (err error) {
 	flag.IntVar(&p.AdmissionCreates, "admission-creates", 200, "Sequential fragment creates timed with and without the webhooks")
 	flag.IntVar(&p.ScaleFragments, "scale-fragments", 10000, "Fragments a leader converges at first install and after a warm restart")
 	flag.IntVar(&p.ScaleGateways, "scale-gateways", 200, "Gateways those fragments are spread over")
+	flag.IntVar(&p.DataplaneRoutes, "dataplane-routes", 100, "Fragments, each with an HTTPRoute, timed from their creates to their first requests through Traefik (63 to a Gateway)")
 	flag.DurationVar(&p.SteadyState, "steady-state", 60*time.Second, "How long reads and writes are counted in the steady state")
 	flag.DurationVar(&p.LeaseDuration, "lease-duration", 15*time.Second, "The leader Lease duration, gatefold's default")
 	flag.DurationVar(&p.PhaseTimeout, "phase-timeout", 10*time.Minute, "How long a phase may take before it is reported as not converged")
@@ -125,7 +129,7 @@ func run() (err error) {
 	if *quick {
 		// The claims of the first install are backfilled within one collect
 		// period: a short one keeps the run short.
-		p = Params{Routes: 24, Gateways: 2, Writers: 4, AdmissionCreates: 20, ScaleFragments: 200, ScaleGateways: 4,
+		p = Params{Routes: 24, Gateways: 2, Writers: 4, AdmissionCreates: 20, ScaleFragments: 200, ScaleGateways: 4, DataplaneRoutes: 20,
 			SteadyState: 3 * time.Second, LeaseDuration: 3 * time.Second, PhaseTimeout: 30 * time.Second, Settle: 500 * time.Millisecond,
 			GoBenchTime: "50ms", GatefoldArgs: []string{"--claim-collect-period=3s"}}
 	}
@@ -207,6 +211,11 @@ func run() (err error) {
 	if sel.phase("scale") || sel.phase("steady") || sel.phase("failover") {
 		if report.Scale, report.Steady, report.Failover, err = h.scale(ctx, p, sel); err != nil {
 			return fmt.Errorf("scale: %w", err)
+		}
+	}
+	if sel.phase("dataplane") {
+		if report.Dataplane, err = h.dataplane(ctx, p); err != nil {
+			return fmt.Errorf("data plane: %w", err)
 		}
 	}
 	if sel.phase("go") {

@@ -29,6 +29,7 @@ type Report struct {
 	Scale      *ScaleResult     `json:"scale,omitempty"`
 	Steady     *SteadyResult    `json:"steadyState,omitempty"`
 	Failover   *FailoverResult  `json:"failover,omitempty"`
+	Dataplane  *DataplaneResult `json:"dataplane,omitempty"`
 	GoBench    []GoBenchmark    `json:"goBenchmarks,omitempty"`
 	// Profiles are the CPU profiles --profile took, by phase.
 	Profiles []PhaseProfile `json:"profiles,omitempty"`
@@ -129,6 +130,9 @@ func (r *Report) markdown() string {
 		b.WriteString("| measure | value |\n|---|---|\n")
 		fmt.Fprintf(&b, "| lease duration | %.0f s |\n", f.LeaseSeconds)
 		fmt.Fprintf(&b, "| kill → the new fragment's listener on its Gateway | %.1f s (converged: %s) |\n", f.TakeoverSeconds, yes(f.Converged))
+	}
+	if r.Dataplane != nil {
+		r.dataplaneMarkdown(&b)
 	}
 	if len(r.Profiles) > 0 {
 		r.profilesMarkdown(&b)
@@ -283,4 +287,60 @@ func (r *Report) scaleMarkdown(b *strings.Builder) {
 	fmt.Fprintf(b, "| leader start → converged | %s (converged: %s) | ≤ 5 s |\n", secs(re.ConvergeSeconds), yes(re.Converged))
 	fmt.Fprintf(b, "| gatefold writes until %s after | %d%s | 0 |\n", r.Params.Settle, re.Writes.Gatefold, byResource(re.Writes.ByResource))
 	fmt.Fprintf(b, "| applies sent (its metrics) | %.0f Gateway, %.0f status | 0 |\n", re.GatewayApplies, re.StatusApplies)
+}
+
+// plural is "1 noun" or "N nouns".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// millis shows a time given in milliseconds, in seconds from one second.
+func millis(ms float64) string {
+	if ms < 1000 {
+		return fmt.Sprintf("%.0f ms", ms)
+	}
+	return fmt.Sprintf("%.2f s", ms/1000)
+}
+
+func (r *Report) dataplaneMarkdown(b *strings.Builder) {
+	d := r.Dataplane
+	fmt.Fprintf(b, "\n### Data plane: fragment create to first request through Traefik\n\n")
+	fmt.Fprintf(b, "%d fragments, one HTTP listener each with a hostname of its own, on %s of class `traefik`, served by Traefik %s on loopback. ", d.Fragments, plural(d.Gateways, "Gateway"), d.Traefik)
+	fmt.Fprintf(b, "%d writers create each fragment, then its HTTPRoute to an echo backend, attached by the listener name `v1alpha1.ListenerName` gives (no wait for the fragment's status), as a route controller does; ", d.Writers)
+	fmt.Fprintf(b, "each hostname is requested every %.0f ms until the backend answers for it. Fold and first request are timed from the fragment's create returning. ", d.ProbeMillis)
+	b.WriteString("Traefik alone: as many HTTPRoutes, each with a hostname of its own, created by the same writers on a listener already on the Gateway, timed from their creates to their first answers: Traefik's own reaction to a route, the floor of the first request. ")
+	b.WriteString("Run it alone with `go run ./test/bench --only dataplane` (after `make traefik`; `--dataplane-routes` sets the count).\n\n")
+	b.WriteString("| measure | samples | p50 | p90 | p99 | max |\n|---|---|---|---|---|---|\n")
+	for _, row := range []struct {
+		label string
+		l     Latency
+		n     int
+	}{
+		{"fold: create → listener on the Gateway's spec", d.Fold, d.Folded},
+		{"first request: create → first answer through Traefik", d.FirstRequest, d.Served},
+		{"Traefik alone: route create → first answer", d.TraefikAlone, d.AloneServed},
+	} {
+		fmt.Fprintf(b, "| %s | %d of %d | %s | %s | %s | %s |\n", row.label, row.n, d.Fragments, millis(row.l.P50), millis(row.l.P90), millis(row.l.P99), millis(row.l.Max))
+	}
+	for _, row := range []struct {
+		label string
+		by    Latency
+	}{{"first request / fold", d.Fold}, {"first request / Traefik alone", d.TraefikAlone}} {
+		f := d.FirstRequest
+		fmt.Fprintf(b, "| %s | | %s | %s | %s | %s |\n", row.label, ratio(f.P50, row.by.P50), ratio(f.P90, row.by.P90), ratio(f.P99, row.by.P99), ratio(f.Max, row.by.Max))
+	}
+	errs := "none"
+	if len(d.Errors) > 0 {
+		errs = fmt.Sprintf("%d or more, e.g. %s", len(d.Errors), d.Errors[0])
+	}
+	traefik := 0
+	for _, n := range d.TraefikWrites {
+		traefik += n
+	}
+	fmt.Fprintf(b, "\nGateway spec writes until the last hostname was served: %d (%.1f per Gateway). Writes from the first create until %s after the last answer: gatefold %d%s; Traefik %d%s. Writer errors: %s; correct: %s.\n",
+		d.GatewaySpecWrites, float64(d.GatewaySpecWrites)/float64(max(d.Gateways, 1)), r.Params.Settle, d.Writes.Gatefold, byResource(d.Writes.ByResource),
+		traefik, byResource(d.TraefikWrites), errs, yes(d.Correct()))
 }

@@ -24,7 +24,7 @@ func TestParseOnly(t *testing.T) {
 		"one strategy runs contention with it alone": {
 			only:       "contention:gatefold",
 			phases:     []string{"contention"},
-			notPhases:  []string{"admission", "scale", "steady", "failover", "go"},
+			notPhases:  []string{"admission", "scale", "steady", "failover", "dataplane", "go"},
 			strategies: []string{"gatefold"},
 			notStrats:  []string{"limit", "floor", "update", "ssa-per-writer"},
 		},
@@ -34,6 +34,12 @@ func TestParseOnly(t *testing.T) {
 			notPhases:  []string{"admission", "steady"},
 			strategies: []string{"limit", "gatefold"},
 			notStrats:  []string{"floor", "update"},
+		},
+		"the data plane alone": {
+			only:      "dataplane",
+			phases:    []string{"dataplane"},
+			notPhases: []string{"contention", "admission", "scale", "steady", "failover", "go"},
+			notStrats: names,
 		},
 		"a whole phase runs every strategy": {
 			only:       "contention",
@@ -91,7 +97,7 @@ func TestMarkdownShowsOnlyWhatRan(t *testing.T) {
 		"gatefold alone has no references to compare with": {
 			report: Report{Params: p, Contention: []StrategyResult{gatefold}},
 			want:   []string{"### Contention", "floor: not run", "limit: not run", "| Gateway writes per Gateway | 1.5 |"},
-			absent: []string{"### Admission", "### Scale", "### Steady", "### Failover", "### Go"},
+			absent: []string{"### Admission", "### Scale", "### Steady", "### Failover", "### Data plane", "### Go"},
 		},
 		"gatefold beside the limit and the floor": {
 			report: Report{Params: p, Contention: []StrategyResult{
@@ -107,6 +113,29 @@ func TestMarkdownShowsOnlyWhatRan(t *testing.T) {
 				Steady: &SteadyResult{Fragments: 200, Seconds: 3, Reads: reads{Gatefold: 1, ByResource: map[string]int{"list leases": 1}}}},
 			want:   []string{"### Scale", "First install", "Warm restart", "### Steady state", "(list leases (claims) 1)"},
 			absent: []string{"### Contention", "### Admission", "### Failover"},
+		},
+		"the data plane beside the fold and Traefik alone": {
+			report: Report{Params: p, Dataplane: &DataplaneResult{Traefik: "v3.6.12", Fragments: 20, Gateways: 1, Writers: 4, ProbeMillis: 25,
+				Fold:         Latency{Requests: 20, P50: 400, P90: 500, P99: 560, Max: 570},
+				FirstRequest: Latency{Requests: 20, P50: 4800, P90: 5000, P99: 5600, Max: 5700},
+				TraefikAlone: Latency{Requests: 20, P50: 2400, P90: 2450, P99: 2800, Max: 4100},
+				Folded:       20, Served: 20, AloneServed: 20, GatewaySpecWrites: 1,
+				Writes:        writes{Gatefold: 41, ByResource: map[string]int{"listenerfragments/status": 40, "gateways": 1}},
+				TraefikWrites: map[string]int{"httproutes/status": 40}}},
+			want: []string{"### Data plane: fragment create to first request through Traefik", "on 1 Gateway of class `traefik`, served by Traefik v3.6.12",
+				"`go run ./test/bench --only dataplane`",
+				"| fold: create → listener on the Gateway's spec | 20 of 20 | 400 ms | 500 ms | 560 ms | 570 ms |",
+				"| first request: create → first answer through Traefik | 20 of 20 | 4.80 s | 5.00 s | 5.60 s | 5.70 s |",
+				"| Traefik alone: route create → first answer | 20 of 20 | 2.40 s | 2.45 s | 2.80 s | 4.10 s |",
+				"| first request / fold | | 12.00× | 10.00× | 10.00× | 10.00× |",
+				"| first request / Traefik alone | | 2.00× |",
+				"Gateway spec writes until the last hostname was served: 1 (1.0 per Gateway)",
+				"Traefik 40 (httproutes/status 40)", "correct: yes."},
+			absent: []string{"### Contention", "### Scale"},
+		},
+		"a data plane that did not serve every fragment is not correct": {
+			report: Report{Params: p, Dataplane: &DataplaneResult{Fragments: 20, Gateways: 1, Folded: 20, Served: 19, AloneServed: 20}},
+			want:   []string{"| first request: create → first answer through Traefik | 19 of 20 |", "correct: **no**."},
 		},
 		"profiles show the API server's top functions": {
 			report: Report{Params: p, Profiles: []PhaseProfile{
