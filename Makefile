@@ -75,7 +75,7 @@ bench: controlplane traefik build ## Run the benchmarks on the real control plan
 	$(GO) run ./test/bench $(BENCH_FLAGS)
 
 .PHONY: bench-quick
-bench-quick: controlplane traefik build ## Run a reduced benchmark (under a minute) into bin/bench, as CI's smoke test
+bench-quick: controlplane traefik build ## Run a reduced benchmark (about a minute and a half) into bin/bench, as CI's smoke test
 	$(GO) run ./test/bench --quick --out bin/bench $(BENCH_FLAGS)
 
 ##@ Build
