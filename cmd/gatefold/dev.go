@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -74,18 +75,22 @@ func runDev(args []string) error {
 		}
 		defer func() { _ = dp.Stop() }()
 	}
-	var curls string
 	if *samples != "none" {
+		var served *servedSamples
 		if *samples == "" && dp != nil {
-			if curls, err = sampleCertificates(ctx, env, filepath.Dir(kubeconfig), dp); err != nil {
+			if served, err = sampleCertificates(ctx, env, filepath.Dir(kubeconfig), dp); err != nil {
 				return err
 			}
 		}
 		if err := env.ApplySamples(ctx, kubeconfig, *samples, os.Stdout); err != nil {
 			return err
 		}
+		if served != nil {
+			if err := served.print(ctx, os.Stdout); err != nil {
+				return err
+			}
+		}
 	}
-	fmt.Print(curls)
 	fmt.Printf(`
 The control plane is up at %s (Kubernetes v1.37.2, Gateway API standard CRDs,
 gatefold CRDs), with gatefold's webhooks and merger running in this process
@@ -127,17 +132,23 @@ func startDevDataPlane(ctx context.Context, env *devenv.Env, kubeconfig, binary 
 	return dataplane.Start(ctx, env.Client, dataplane.Options{Binary: bin, Kubeconfig: kubeconfig, Dir: dir, Backends: devBackends})
 }
 
+// servedSamples are the sample routes as Traefik serves them.
+type servedSamples struct {
+	ca     *dataplane.Authority
+	caFile string
+	dp     *dataplane.DataPlane
+}
+
 // sampleCertificates creates the certificate Secrets the samples' HTTPS
-// listeners name, signed by a throwaway authority written to dir/ca.crt, and
-// returns curl lines that reach each sample route through Traefik.
-func sampleCertificates(ctx context.Context, env *devenv.Env, dir string, dp *dataplane.DataPlane) (string, error) {
+// listeners name, signed by a throwaway authority written to dir/ca.crt.
+func sampleCertificates(ctx context.Context, env *devenv.Env, dir string, dp *dataplane.DataPlane) (*servedSamples, error) {
 	ca, err := dataplane.NewAuthority()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	caFile := filepath.Join(dir, "ca.crt")
 	if err := os.WriteFile(caFile, ca.PEM, 0o644); err != nil {
-		return "", fmt.Errorf("writing the data plane's CA: %w", err)
+		return nil, fmt.Errorf("writing the data plane's CA: %w", err)
 	}
 	for _, s := range []struct{ ns, name, host string }{
 		{"shop", "checkout-tls", "checkout.example.com"},
@@ -145,25 +156,40 @@ func sampleCertificates(ctx context.Context, env *devenv.Env, dir string, dp *da
 		{"infra", "legacy-tls", "legacy.example.com"},
 	} {
 		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return "", fmt.Errorf("creating namespace %s: %w", s.ns, err)
+			return nil, fmt.Errorf("creating namespace %s: %w", s.ns, err)
 		}
 		secret, err := ca.TLSSecret(s.ns, s.name, s.host)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		if err := env.Client.Create(ctx, secret); err != nil {
-			return "", fmt.Errorf("creating Secret %s/%s: %w", s.ns, s.name, err)
+			return nil, fmt.Errorf("creating Secret %s/%s: %w", s.ns, s.name, err)
 		}
 	}
-	https, http := dp.HTTPSPort, dp.HTTPPort
-	return fmt.Sprintf(`
-Traefik serves the Gateway on 127.0.0.1 (its log: %s), and the routes
-reach the echo backends:
+	return &servedSamples{ca: ca, caFile: caFile, dp: dp}, nil
+}
 
-  curl --cacert %s --resolve checkout.example.com:%d:127.0.0.1 https://checkout.example.com:%d/
-  curl --cacert %s --resolve catalog.example.com:%d:127.0.0.1 https://catalog.example.com:%d/
-  curl --resolve catalog.example.com:%d:127.0.0.1 http://catalog.example.com:%d/
-`, dp.LogPath, caFile, https, https, caFile, https, https, http, http), nil
+// print waits until Traefik serves each sample route, then prints the curl
+// lines that reach them: a line printed works when it is printed.
+func (s *servedSamples) print(ctx context.Context, w io.Writer) error {
+	type line struct{ backend, host, scheme string }
+	var curls []string
+	for _, l := range []line{{"checkout", "checkout.example.com", "https"}, {"catalog", "catalog.example.com", "https"}, {"catalog", "catalog.example.com", "http"}} {
+		port, cacert := s.dp.HTTPSPort, fmt.Sprintf("--cacert %s ", s.caFile)
+		if l.scheme == "http" {
+			port, cacert = s.dp.HTTPPort, ""
+		}
+		url := fmt.Sprintf("%s://%s:%d/", l.scheme, l.host, port)
+		wait, cancel := context.WithTimeout(ctx, time.Minute)
+		err := s.ca.WaitServed(wait, url, "backend="+l.backend+" ")
+		cancel()
+		if err != nil {
+			return fmt.Errorf("Traefik does not serve the samples (its log: %s): %w", s.dp.LogPath, err)
+		}
+		curls = append(curls, fmt.Sprintf("  curl %s--resolve %s:%d:127.0.0.1 %s", cacert, l.host, port, url))
+	}
+	_, err := fmt.Fprintf(w, "\nTraefik serves the Gateway on 127.0.0.1 (its log: %s), and the routes\nreach the echo backends:\n\n%s\n", s.dp.LogPath, strings.Join(curls, "\n"))
+	return err
 }
 
 // devLog opens the dev log: path, created with its folder, or standard error

@@ -1,14 +1,20 @@
 package dataplane
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
+	"net"
+	"net/http"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -85,4 +91,42 @@ func (a *Authority) TLSSecret(ns, name string, hosts ...string) (*corev1.Secret,
 			corev1.TLSPrivateKeyKey: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
 		},
 	}, nil
+}
+
+// WaitServed waits until Traefik answers url (http:// or https://, its host
+// resolved to 127.0.0.1, an HTTPS certificate checked against the
+// authority) with a body that starts with want, or ctx is done.
+func (a *Authority) WaitServed(ctx context.Context, url, want string) error {
+	roots := x509.NewCertPool()
+	roots.AddCert(a.cert)
+	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			_, port, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			return (&net.Dialer{}).DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
+		},
+	}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 2 * time.Second}
+	var last string
+	for {
+		if resp, err := c.Get(url); err != nil {
+			last = err.Error()
+		} else {
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && strings.HasPrefix(string(body), want) {
+				return nil
+			}
+			last = fmt.Sprintf("%s: %q", resp.Status, body)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s to answer %q: %w (last: %s)", url, want, ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -163,6 +164,15 @@ func Start(ctx context.Context, c client.Client, opts Options) (*DataPlane, erro
 		LogPath:       filepath.Join(opts.Dir, "traefik.log"),
 		AccessLogPath: filepath.Join(opts.Dir, "traefik-access.log"),
 		exited:        make(chan struct{}),
+	}
+	// Traefik would exit with a line in its log; a port already taken is
+	// most often another `make dev`, which the error says.
+	for _, port := range []int{d.HTTPPort, d.HTTPSPort} {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			return nil, fmt.Errorf("port %d on 127.0.0.1, which Traefik's entryPoints need, is taken (is another `make dev` running?): %w", port, err)
+		}
+		_ = l.Close()
 	}
 	ok := false
 	defer func() {
