@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -121,6 +122,9 @@ func TestTraefikServesWhatGatefoldFolds(t *testing.T) {
 	// as the Gateway's).
 	create(t, c, secretGrant("certs", "fragments", v1alpha1.GroupVersion.Group, "ListenerFragment", "shop", "team"))
 	create(t, c, secretGrant("certs", "gateway", gwv1.GroupName, "Gateway", "infra"))
+	// And the squatter's: were its HTTPS listener folded, Traefik could
+	// read the squat certificate and serve it, which the test would see.
+	create(t, c, secretGrant("optout", "gateway", gwv1.GroupName, "Gateway", "infra"))
 
 	gw := fixture.Gateway("infra", gwv1.NamespacesFromAll, fixture.Own("own", httpPort, gwv1.HTTPProtocolType, "own.example.com"))
 	gw.Spec.GatewayClassName = gwv1.ObjectName(dp.GatewayClass)
@@ -175,7 +179,7 @@ func TestTraefikServesWhatGatefoldFolds(t *testing.T) {
 	intruder := route("other", "intruder", "/intruder", "intruder", names["team/blog/http"])
 	create(t, c, intruder)
 
-	p := &prober{t: t, httpPort: dp.HTTPPort, httpsPort: dp.HTTPSPort}
+	p := &prober{t: t, dp: dp, httpPort: dp.HTTPPort, httpsPort: dp.HTTPSPort}
 	p.waitServed("HTTP", "own.example.com", "/", "own", nil)
 	for _, host := range []string{"checkout", "catalog", "blog", "deals"} {
 		p.waitServed("HTTP", host+".example.com", "/", host, nil)
@@ -183,7 +187,7 @@ func TestTraefikServesWhatGatefoldFolds(t *testing.T) {
 	for _, host := range []string{"checkout", "catalog", "blog"} {
 		p.waitServed("HTTPS", host+".example.com", "/", host, certs[host+".example.com"])
 	}
-	p.waitNotServed("HTTP", "unknown.example.com", "/", "")
+	p.waitNotServed("HTTP", "unknown.example.com", "/")
 
 	// Traefik's report on each folded listener reaches the fragment, at its
 	// generation: Accepted, ResolvedRefs and Programmed, with one route each
@@ -226,18 +230,25 @@ func TestTraefikServesWhatGatefoldFolds(t *testing.T) {
 	squatter := fixture.Fragment("optout", "squatter", gw, httpEntry("checkout.example.com"), squatterTLS)
 	create(t, c, squatter)
 	waitConflicted(t, c, squatter, map[gwv1.SectionName]string{"http": "HostnameConflict", "https": "ProtocolConflict"})
-	squatterRoute := route("optout", "squatter", "/squatter", "squatter", v1alpha1.ListenerName("optout", "squatter", "http"))
+	// Its route names both listeners: were either folded, Traefik would
+	// accept the route there.
+	squatterRoute := route("optout", "squatter", "/squatter", "squatter",
+		v1alpha1.ListenerName("optout", "squatter", "http"), v1alpha1.ListenerName("optout", "squatter", "https"))
 	create(t, c, squatterRoute)
 	waitRouteRefused(t, c, squatterRoute, string(gwv1.RouteReasonNoMatchingParent))
 	p.stillServed("HTTP", "checkout.example.com", "/squatter", "checkout", nil)
 	p.stillServed("HTTP", "squat.example.com", "/squatter", "", nil)
+	// Folded, the HTTPS listener would put TLS with the squat certificate
+	// on the HTTP entryPoint: no handshake on either entryPoint presents it.
+	p.noCertificateFor(p.httpsPort, "squat.example.com", "/squatter")
+	p.noCertificateFor(p.httpPort, "squat.example.com", "/squatter")
 
 	// A deleted fragment's hostname stops being served, over HTTP and HTTPS.
 	if err := c.Delete(ctx, catalog); err != nil {
 		t.Fatal(err)
 	}
-	p.waitNotServed("HTTP", "catalog.example.com", "/", "catalog")
-	p.waitNotServed("HTTPS", "catalog.example.com", "/", "catalog")
+	p.waitNotServed("HTTP", "catalog.example.com", "/")
+	p.waitNotServed("HTTPS", "catalog.example.com", "/")
 	// The others still are.
 	for _, host := range []string{"checkout", "blog"} {
 		p.stillServed("HTTPS", host+".example.com", "/", host, certs[host+".example.com"])
@@ -387,19 +398,33 @@ func waitListenerNames(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragm
 }
 
 // waitProgrammed waits until Traefik's report on every listener of the
-// fragment reached its status at its current generation: listeners
-// Accepted, ResolvedRefs and Programmed True and not Conflicted, with
-// attachedRoutes as wanted, as the Gateway's status says, and the fragment
-// Programmed.
+// fragment reached its status at its current generation: for each folded
+// listener, exactly one entry in the Gateway's status.listeners, Accepted
+// and Programmed True there at or after the Gateway generation that carried
+// the listener; the fragment's listener Accepted, ResolvedRefs and
+// Programmed True and not Conflicted at its generation, the same as the
+// Gateway's entry says, with attachedRoutes as wanted and as the Gateway's;
+// and the fragment Programmed.
 func waitProgrammed(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment, attached map[gwv1.SectionName]int32) {
 	t.Helper()
 	key := client.ObjectKeyFromObject(lf)
+	// since is, by Gateway listener name, the Gateway's generation when a
+	// poll first found the listener in its spec: at least the generation
+	// that first carried it, so Traefik's conditions observed at or after it
+	// are about this listener, not an older one or none.
+	since := map[gwv1.SectionName]int64{}
 	var summary string
 	waitFor(t, servedWithin, fmt.Sprintf("Traefik's report on fragment %s to reach its status", key), func() (bool, string) {
 		current := &v1alpha1.ListenerFragment{}
 		get(t, c, key, current)
 		gw := &gwv1.Gateway{}
 		get(t, c, client.ObjectKey{Namespace: "infra", Name: "shared"}, gw)
+		for name := range attached {
+			gwName := v1alpha1.ListenerName(lf.Namespace, lf.Name, name)
+			if _, seen := since[gwName]; !seen && slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Name == gwName }) {
+				since[gwName] = gw.Generation
+			}
+		}
 		var problems, lines []string
 		gen := current.Generation
 		if cond := meta.FindStatusCondition(current.Status.Conditions, string(v1alpha1.FragmentConditionProgrammed)); cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != gen {
@@ -414,6 +439,41 @@ func waitProgrammed(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment
 				problems = append(problems, fmt.Sprintf("listener %s unexpected or not folded", l.Name))
 				continue
 			}
+			gwName := l.Gateway.ListenerName
+			if expected := v1alpha1.ListenerName(lf.Namespace, lf.Name, l.Name); gwName != expected {
+				problems = append(problems, fmt.Sprintf("listener %s folded as %s, want %s", l.Name, gwName, expected))
+				continue
+			}
+			minGen, inSpec := since[gwName]
+			if !inSpec {
+				problems = append(problems, fmt.Sprintf("listener %s: %s not in the Gateway's spec (generation %d)", l.Name, gwName, gw.Generation))
+				continue
+			}
+			// The report is Traefik's: first, what the Gateway's status says
+			// of this listener, as it is.
+			var entries []gwv1.ListenerStatus
+			for _, gl := range gw.Status.Listeners {
+				if gl.Name == gwName {
+					entries = append(entries, gl)
+				}
+			}
+			if len(entries) != 1 {
+				problems = append(problems, fmt.Sprintf("listener %s: %d entries named %s in the Gateway's status.listeners, want 1", l.Name, len(entries), gwName))
+				continue
+			}
+			theirs := entries[0]
+			reported := true
+			for _, typ := range []gwv1.ListenerConditionType{gwv1.ListenerConditionAccepted, gwv1.ListenerConditionProgrammed} {
+				cond := meta.FindStatusCondition(theirs.Conditions, string(typ))
+				if cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration < minGen {
+					problems = append(problems, fmt.Sprintf("the Gateway's status of %s: %s %s, want True at generation %d or later", gwName, typ, conditionString(cond), minGen))
+					reported = false
+				}
+			}
+			if !reported {
+				continue
+			}
+			// Then the fragment's, at its generation, and the same.
 			for typ, status := range map[gwv1.ListenerConditionType]metav1.ConditionStatus{
 				gwv1.ListenerConditionAccepted:     metav1.ConditionTrue,
 				gwv1.ListenerConditionResolvedRefs: metav1.ConditionTrue,
@@ -423,23 +483,21 @@ func waitProgrammed(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment
 				cond := meta.FindStatusCondition(l.Conditions, string(typ))
 				if cond == nil || cond.Status != status || cond.ObservedGeneration != gen {
 					problems = append(problems, fmt.Sprintf("listener %s %s %s, want %s at generation %d", l.Name, typ, conditionString(cond), status, gen))
-				}
-			}
-			if l.AttachedRoutes != want {
-				problems = append(problems, fmt.Sprintf("listener %s attachedRoutes %d, want %d", l.Name, l.AttachedRoutes, want))
-			}
-			// The report is Traefik's: the Gateway's status says the same.
-			programmed := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerConditionProgrammed))
-			for _, gl := range gw.Status.Listeners {
-				if gl.Name != l.Gateway.ListenerName {
 					continue
 				}
-				theirs := meta.FindStatusCondition(gl.Conditions, string(gwv1.ListenerConditionProgrammed))
-				if theirs == nil || programmed == nil || theirs.Reason != programmed.Reason || theirs.Message != programmed.Message || gl.AttachedRoutes != l.AttachedRoutes {
-					problems = append(problems, fmt.Sprintf("listener %s differs from the Gateway's status of %s", l.Name, gl.Name))
+				gc := meta.FindStatusCondition(theirs.Conditions, string(typ))
+				if gc == nil || gc.ObservedGeneration < minGen {
+					continue // Traefik does not report it on this listener: gatefold's own.
+				}
+				if gc.Status != cond.Status || gc.Reason != cond.Reason || gc.Message != cond.Message {
+					problems = append(problems, fmt.Sprintf("listener %s %s %s differs from the Gateway's status of %s: %s", l.Name, typ, conditionString(cond), gwName, conditionString(gc)))
 				}
 			}
-			lines = append(lines, fmt.Sprintf("%s as %s: Programmed %s, attachedRoutes %d", l.Name, l.Gateway.ListenerName, conditionString(programmed), l.AttachedRoutes))
+			if l.AttachedRoutes != want || theirs.AttachedRoutes != want {
+				problems = append(problems, fmt.Sprintf("listener %s attachedRoutes %d, the Gateway's status of %s %d, want %d", l.Name, l.AttachedRoutes, gwName, theirs.AttachedRoutes, want))
+			}
+			programmed := meta.FindStatusCondition(theirs.Conditions, string(gwv1.ListenerConditionProgrammed))
+			lines = append(lines, fmt.Sprintf("%s as %s (in the Gateway's spec at generation %d): Programmed %s, attachedRoutes %d", l.Name, gwName, minGen, conditionString(programmed), l.AttachedRoutes))
 		}
 		summary = fmt.Sprintf("generation %d; %s", gen, strings.Join(lines, "; "))
 		return len(problems) == 0, strings.Join(problems, "; ")
@@ -490,23 +548,29 @@ func waitConflicted(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment
 	t.Logf("Fragment %s is not accepted and not on the Gateway; its listeners are conflicted: %v", key, reasons)
 }
 
-// waitRouteRefused waits until Traefik refuses the route on its parent with
-// the reason given.
+// waitRouteRefused waits until Traefik refuses the route on each of its
+// parentRefs with the reason given.
 func waitRouteRefused(t *testing.T, c client.Client, r *gwv1.HTTPRoute, reason string) {
 	t.Helper()
 	key := client.ObjectKeyFromObject(r)
-	waitFor(t, servedWithin, fmt.Sprintf("Traefik to refuse HTTPRoute %s", key), func() (bool, string) {
+	waitFor(t, servedWithin, fmt.Sprintf("Traefik to refuse HTTPRoute %s on its %d parentRefs", key, len(r.Spec.ParentRefs)), func() (bool, string) {
 		current := &gwv1.HTTPRoute{}
 		get(t, c, key, current)
+		refused := map[gwv1.SectionName]bool{}
 		for _, p := range current.Status.Parents {
 			cond := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionAccepted))
-			if p.ControllerName == dataplane.ControllerName && cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == reason {
-				return true, ""
+			if p.ControllerName == dataplane.ControllerName && p.ParentRef.SectionName != nil {
+				refused[*p.ParentRef.SectionName] = cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == reason
 			}
 		}
-		return false, fmt.Sprintf("%+v", current.Status.Parents)
+		for _, ref := range current.Spec.ParentRefs {
+			if ref.SectionName == nil || !refused[*ref.SectionName] {
+				return false, fmt.Sprintf("%+v", current.Status.Parents)
+			}
+		}
+		return true, ""
 	})
-	t.Logf("HTTPRoute %s: Traefik reports Accepted=False %s", key, reason)
+	t.Logf("HTTPRoute %s: Traefik reports Accepted=False %s on each of its %d parentRefs", key, reason, len(r.Spec.ParentRefs))
 }
 
 func checkGatewayAddress(t *testing.T, c client.Client, gw *gwv1.Gateway) {
@@ -555,6 +619,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, check func() (boo
 // hostname: the Host header for HTTP, SNI and the Host header for HTTPS.
 type prober struct {
 	t                   *testing.T
+	dp                  *dataplane.DataPlane
 	httpPort, httpsPort int
 }
 
@@ -562,15 +627,17 @@ type prober struct {
 type answer struct {
 	status int
 	body   string
-	cert   *x509.Certificate // the leaf Traefik served over HTTPS
+	cert   *x509.Certificate // the leaf Traefik served over HTTPS, in a completed handshake
 	err    error
 }
 
 func (a answer) String() string {
+	var s string
 	if a.err != nil {
-		return "error: " + a.err.Error()
+		s = "error: " + a.err.Error()
+	} else {
+		s = fmt.Sprintf("%d %q", a.status, strings.TrimSpace(a.body))
 	}
-	s := fmt.Sprintf("%d %q", a.status, strings.TrimSpace(a.body))
 	if a.cert != nil {
 		s += fmt.Sprintf(", certificate %s (serial %x)", describeCert(a.cert), a.cert.SerialNumber)
 	}
@@ -591,29 +658,63 @@ func (a answer) from(backend string, cert *x509.Certificate) bool {
 		(cert == nil || (a.cert != nil && a.cert.Equal(cert)))
 }
 
+// notFound says whether Traefik answered 404 itself, not a backend.
+func (a answer) notFound() bool {
+	return a.err == nil && a.status == http.StatusNotFound && !strings.HasPrefix(a.body, "backend=")
+}
+
+// certFor says whether the answer's handshake presented a certificate
+// valid for host.
+func (a answer) certFor(host string) bool {
+	return a.cert != nil && a.cert.VerifyHostname(host) == nil
+}
+
+// refused says whether nothing took the connection.
+func (a answer) refused() bool {
+	return errors.Is(a.err, syscall.ECONNREFUSED)
+}
+
+// plainHTTP says whether the TLS handshake failed because the port answered
+// in plain HTTP.
+func (a answer) plainHTTP() bool {
+	var rh tls.RecordHeaderError
+	return a.cert == nil && errors.As(a.err, &rh)
+}
+
 func (p *prober) get(scheme, host, path string) answer {
+	port := p.httpPort
+	if scheme == "HTTPS" {
+		port = p.httpsPort
+	}
+	return p.getAt(port, scheme, host, path)
+}
+
+// getAt sends the request to port, whatever entryPoint that is.
+func (p *prober) getAt(port int, scheme, host, path string) answer {
 	var a answer
 	var mu sync.Mutex
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	transport := &http.Transport{DisableKeepAlives: true, Proxy: nil}
-	url := fmt.Sprintf("http://127.0.0.1:%d%s", p.httpPort, path)
+	url := fmt.Sprintf("http://%s%s", addr, path)
 	if scheme == "HTTPS" {
-		addr := fmt.Sprintf("127.0.0.1:%d", p.httpsPort)
 		url = "https://" + host + path
-		transport.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}
-		transport.TLSClientConfig = &tls.Config{
-			ServerName: host,
+		transport.DialTLSContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+			raw, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
 			// The test compares the served certificate itself.
-			InsecureSkipVerify: true,
-			VerifyConnection: func(cs tls.ConnectionState) error {
+			conn := tls.Client(raw, &tls.Config{ServerName: host, InsecureSkipVerify: true})
+			if err := conn.HandshakeContext(ctx); err != nil {
+				raw.Close()
+				return nil, err
+			}
+			if cs := conn.ConnectionState(); len(cs.PeerCertificates) > 0 {
 				mu.Lock()
-				defer mu.Unlock()
-				if len(cs.PeerCertificates) > 0 {
-					a.cert = cs.PeerCertificates[0]
-				}
-				return nil
-			},
+				a.cert = cs.PeerCertificates[0]
+				mu.Unlock()
+			}
+			return conn, nil
 		}
 	}
 	req, err := http.NewRequest(http.MethodGet, url, nil)
@@ -635,16 +736,45 @@ func (p *prober) get(scheme, host, path string) answer {
 	return a
 }
 
+func (p *prober) describeAt(port int, scheme, host, path string) string {
+	if scheme == "HTTPS" {
+		return fmt.Sprintf("HTTPS %s%s (SNI %s) to 127.0.0.1:%d", host, path, host, port)
+	}
+	return fmt.Sprintf("HTTP %s%s (Host %s) to 127.0.0.1:%d", host, path, host, port)
+}
+
 func (p *prober) describe(scheme, host, path string) string {
 	if scheme == "HTTPS" {
-		return fmt.Sprintf("HTTPS %s%s (SNI %s) to 127.0.0.1:%d", host, path, host, p.httpsPort)
+		return p.describeAt(p.httpsPort, scheme, host, path)
 	}
-	return fmt.Sprintf("HTTP %s%s (Host %s) to 127.0.0.1:%d", host, path, host, p.httpPort)
+	return p.describeAt(p.httpPort, scheme, host, path)
+}
+
+// failRefused fails the test at once on a refused connection: an entryPoint
+// is down, which no check of what Traefik serves may take for an answer.
+func (p *prober) failRefused(what string, a answer) {
+	p.t.Helper()
+	state := "Traefik is running"
+	if err := p.dp.Running(); err != nil {
+		state = err.Error()
+	}
+	log := p.dp.Log()
+	var serverErrors []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "Error while running HTTP server") {
+			serverErrors = append(serverErrors, line)
+		}
+	}
+	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+	lines = lines[max(0, len(lines)-30):]
+	p.t.Fatalf("%s → %s: the entryPoint refuses connections (%s). Traefik logged %d \"Error while running HTTP server\" lines:\n%s\nIts log ends:\n%s",
+		what, a, state, len(serverErrors), strings.Join(serverErrors, "\n"), strings.Join(lines, "\n"))
 }
 
 // poll requests until ok accepts an answer, logging each answer that
-// differs from the one before, and fails the test after servedWithin.
-func (p *prober) poll(scheme, host, path, want string, ok func(answer) bool) {
+// differs from the one before, and fails the test after servedWithin, or at
+// once on a refused connection when failOnRefused is set.
+func (p *prober) poll(scheme, host, path, want string, failOnRefused bool, ok func(answer) bool) {
 	p.t.Helper()
 	start := time.Now()
 	var last string
@@ -656,6 +786,9 @@ func (p *prober) poll(scheme, host, path, want string, ok func(answer) bool) {
 		}
 		if ok(a) {
 			return
+		}
+		if failOnRefused && a.refused() {
+			p.failRefused(p.describe(scheme, host, path), a)
 		}
 		if time.Since(start) > servedWithin {
 			p.t.Fatalf("%s: no answer %s within %s", p.describe(scheme, host, path), want, servedWithin)
@@ -672,19 +805,49 @@ func (p *prober) waitServed(scheme, host, path, backend string, cert *x509.Certi
 	if cert != nil {
 		want += " with the certificate " + describeCert(cert) + " of its Secret"
 	}
-	p.poll(scheme, host, path, want, func(a answer) bool { return a.from(backend, cert) })
+	p.poll(scheme, host, path, want, false, func(a answer) bool { return a.from(backend, cert) })
 }
 
-// waitNotServed waits until the request gets 404 or no answer at all, and
-// neither backend's answer nor, over HTTPS, backend's certificate.
-func (p *prober) waitNotServed(scheme, host, path, backend string) {
+// waitNotServed waits until Traefik answers that it does not serve the
+// request: over HTTP a 404 of its own; over HTTPS a completed handshake with
+// a certificate not for host (Traefik's default one) and, if the request
+// got an answer, a 404. A refused connection fails the test at once: the
+// entryPoint is down, which says nothing of what Traefik serves.
+func (p *prober) waitNotServed(scheme, host, path string) {
 	p.t.Helper()
-	p.poll(scheme, host, path, "of 404 or none", func(a answer) bool {
-		if a.err == nil && a.status != http.StatusNotFound {
-			return false
+	want := "404 from Traefik"
+	if scheme == "HTTPS" {
+		want = "of a handshake with a certificate not for " + host + ", then 404"
+	}
+	p.poll(scheme, host, path, want, true, func(a answer) bool {
+		if scheme == "HTTPS" {
+			return a.cert != nil && !a.certFor(host) && (a.err != nil || a.notFound())
 		}
-		return a.cert == nil || !slices.Contains(a.cert.DNSNames, host)
+		return a.notFound()
 	})
+}
+
+// noCertificateFor checks for two seconds that TLS handshakes with SNI host
+// on port never present a certificate for host, and that the port answers:
+// with a completed handshake (then 404, if the request got an answer), or
+// in plain HTTP.
+func (p *prober) noCertificateFor(port int, host, path string) {
+	p.t.Helper()
+	what := p.describeAt(port, "HTTPS", host, path)
+	var a answer
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		a = p.getAt(port, "HTTPS", host, path)
+		switch {
+		case a.refused():
+			p.failRefused(what, a)
+		case a.certFor(host):
+			p.t.Fatalf("%s → %s: the handshake presented a certificate for %s", what, a, host)
+		case a.cert != nil && (a.err != nil || a.notFound()), a.plainHTTP():
+		default:
+			p.t.Fatalf("%s → %s, want a handshake with another certificate, then 404, or a plain HTTP answer", what, a)
+		}
+	}
+	p.t.Logf("%s → %s [steady for 2s: no certificate for %s]", what, a, host)
 }
 
 // stillServed checks that requests keep getting the answer they should
