@@ -152,16 +152,17 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 
 // storedBoard returns a board of what the request is checked against besides
 // claims: the Gateway's own listeners, then, in precedence order, the
-// listeners of the Gateway's other stored fragments, and of its ListenerSets
-// where gatefold folds them, that the fold would place (not being deleted,
-// of a namespace the Gateway admits). A stored fragment may hold no claim
-// (its Gateway was created after it, its namespace opted out of admission or
-// back in, gatefold was installed after it) until the collector's next round;
-// it precedes any create, and on an update protecting it is the safe answer.
-// ListenerSets take no claims and are stored whatever they conflict with, as
-// upstream's are: only the listeners the fold places (rules.Board.Place) deny
-// a fragment, so a ListenerSet that never folds blocks nothing. Claims stay
-// what makes the decision race-free between fragments.
+// listeners the fold would place (rules.Board.Place) of the Gateway's other
+// stored fragments, and of its ListenerSets where gatefold folds them (not
+// being deleted, of a namespace the Gateway admits). A stored fragment may
+// hold no claim (its Gateway was created after it, its namespace opted out of
+// admission or back in, gatefold was installed after it) until the
+// collector's next round; it precedes any create, and on an update
+// protecting it is the safe answer. But only what the fold places: a
+// listener stored past admission that the fold reports Conflicted (an
+// opted-out namespace's), or a ListenerSet's, which is stored whatever it
+// conflicts with as upstream's are, is on no Gateway and blocks no one.
+// Claims stay what makes the decision race-free between fragments.
 func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv1.Gateway, lf *v1alpha1.ListenerFragment) (*rules.Board, error) {
 	fragments, err := fragmentsOf(ctx, v.cache, gw)
 	if err != nil {
@@ -181,21 +182,16 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv
 	}
 	slices.SortFunc(placed, rules.Precedence)
 	for _, f := range placed {
-		switch {
-		case rules.SourceOf(&f) == rules.SourceOf(lf):
-		case rules.KindOf(&f) == rules.KindListenerSet:
-			grants, err := v.grantsFor(ctx, &f)
-			if err != nil {
-				// Another tenant's certificate namespace: not named.
-				logf.FromContext(ctx).Error(err, "Reading the ReferenceGrants of a stored ListenerSet", "listenerSet", klog.KObj(&f))
-				return nil, fmt.Errorf("reading the ReferenceGrants of the ListenerSets of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
-			}
-			b.Place(&f, grants, klog.KObj(gw).String())
-		default:
-			for _, l := range f.Spec.Listeners {
-				b.Take(rules.HolderOf(&f, l))
-			}
+		if rules.SourceOf(&f) == rules.SourceOf(lf) {
+			continue
 		}
+		grants, err := v.grantsFor(ctx, &f)
+		if err != nil {
+			// Another tenant's certificate namespace: not named.
+			logf.FromContext(ctx).Error(err, "Reading the ReferenceGrants of a stored source", "source", rules.SourceOf(&f).String())
+			return nil, fmt.Errorf("reading the ReferenceGrants of the sources of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
+		}
+		b.Place(&f, grants, klog.KObj(gw).String())
 	}
 	return b, nil
 }

@@ -391,3 +391,28 @@ func TestOptedOutNamespaceSkipsAdmission(t *testing.T) {
 		t.Errorf("The mutating webhook defaulted a fragment in an opted-out namespace: parentRef.namespace = %v", *got.Spec.ParentRef.Namespace)
 	}
 }
+
+// A listener stored past admission (an opted-out namespace's) that the fold
+// reports Conflicted is on no Gateway: it must not block an older
+// fragment's update on its port.
+func TestUnfoldedListenerOfAnOptedOutFragmentBlocksNothing(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	optOut := newNamespace(t, map[string]string{"gatefold.dev/admission": "disabled"})
+	gw := newGateway(t, infra, gwv1.NamespacesFromAll) // its own listener: HTTP on 8080
+	checkout := newFragment(shop, "checkout", gw, https("https", "checkout.example.com"))
+	mustCreate(t, checkout)
+	// HTTPS on the Gateway's HTTP port: ProtocolConflict, never folded.
+	squatter := newFragment(optOut, "squatter", gw, gwv1.ListenerEntry{Name: "https", Port: 8080, Protocol: gwv1.HTTPSProtocolType,
+		Hostname: ptr.To(gwv1.Hostname("squat.example.com")), TLS: https("x", "squat.example.com").TLS})
+	mustCreate(t, squatter)
+	waitCached(t, squatter)
+
+	stored := &v1alpha1.ListenerFragment{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(checkout), stored); err != nil {
+		t.Fatal(err)
+	}
+	stored.Spec.Listeners = append(stored.Spec.Listeners, gwv1.ListenerEntry{Name: "http", Port: 8080, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("checkout.example.com"))})
+	if err := env.Client.Update(context.Background(), stored); err != nil {
+		t.Errorf("Adding an HTTP listener on the Gateway's HTTP port was denied because of a listener the fold never places: %v", err)
+	}
+}
