@@ -184,7 +184,7 @@ func (s *servedSamples) print(ctx context.Context, w io.Writer) error {
 		err := s.ca.WaitServed(wait, url, "backend="+l.backend+" ")
 		cancel()
 		if err != nil {
-			return fmt.Errorf("Traefik does not serve the samples (its log: %s): %w", s.dp.LogPath, err)
+			return fmt.Errorf("the samples are not served by Traefik (its log: %s): %w", s.dp.LogPath, err)
 		}
 		curls = append(curls, fmt.Sprintf("  curl %s--resolve %s:%d:127.0.0.1 %s", cacert, l.host, port, url))
 	}

@@ -208,7 +208,7 @@ func Start(ctx context.Context, c client.Client, opts Options) (*DataPlane, erro
 		return nil, err
 	}
 	if err := d.waitReady(ctx, c); err != nil {
-		return nil, fmt.Errorf("%w; Traefik's log ends:\n%s", err, tail(d.Log(), 40))
+		return nil, fmt.Errorf("%w; Traefik's log ends:\n%s", err, d.LogTail(40))
 	}
 	ok = true
 	return d, nil
@@ -361,6 +361,15 @@ func (d *DataPlane) Log() string {
 	return string(b)
 }
 
+// LogTail returns the last n lines Traefik logged, for an error message.
+func (d *DataPlane) LogTail(n int) string {
+	lines := strings.SplitAfter(d.Log(), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "")
+}
+
 // Stop stops Traefik (SIGTERM, then SIGKILL after 10s) and the echo
 // backends.
 func (d *DataPlane) Stop() error {
@@ -385,13 +394,4 @@ func (d *DataPlane) Stop() error {
 		d.logFile = nil
 	}
 	return errors.Join(errs...)
-}
-
-// tail is the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.SplitAfter(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "")
 }

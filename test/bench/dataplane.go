@@ -159,7 +159,7 @@ func (h *harness) dataplane(ctx context.Context, p Params) (*DataplaneResult, er
 		return nil, err
 	}
 	if pr.firstServed("warm-up.example.com", time.Now().Add(p.PhaseTimeout)).IsZero() {
-		return nil, fmt.Errorf("traefik did not serve a route on Gateway %s within %s; its log ends:\n%s", gateways[0], p.PhaseTimeout, tail(dp.Log(), 40))
+		return nil, fmt.Errorf("traefik did not serve a route on Gateway %s within %s; its log ends:\n%s", gateways[0], p.PhaseTimeout, dp.LogTail(40))
 	}
 	if err := h.settle(m, p.PhaseTimeout); err != nil {
 		return nil, err
@@ -526,13 +526,4 @@ func (f *foldWatch) specWrites() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.writes
-}
-
-// tail is the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.SplitAfter(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "")
 }

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +23,6 @@ import (
 	"github.com/gatefold/gatefold/certs"
 	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/test/fixture"
-	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // pointWebhooksAt makes the installed webhook configurations call a local
@@ -86,30 +83,9 @@ func TestSelfSignedCertificatesEndToEnd(t *testing.T) {
 	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t)})
 	c := env.Client
 	ctx := context.Background()
-	kubectl(t, env, kubeconfig, "apply", "--server-side", "-k", overlay(t, "self-signed"))
-	port, probes := freePort(t), freePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	pointWebhooksAt(t, c, "https://"+addr)
-
-	log := filepath.Join(t.TempDir(), "manager.log")
-	logFile, err := os.Create(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The manager runs as the overlay's ServiceAccount; the test stays the administrator.
-	cmd := exec.Command(buildGatefold(t), "manager", "--kubeconfig", installedKubeconfig(t, env, "self-signed"),
-		"--cert-mode=self-signed", "--webhook-cert-hosts=127.0.0.1", fmt.Sprintf("--webhook-port=%d", port),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes), "--metrics-bind-address=0", "--leader-elect=false",
-		// Lifetimes short enough to renew the serving certificate and rotate
-		// the CA while the test watches.
-		"--serving-cert-validity=12s", "--ca-validity=36s", "--cert-check-period=500ms")
-	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+installNamespace)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logFile.Close(); testenv.CheckLogFile(t, log) })
-	waitReady(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", probes), log)
+	// Lifetimes short enough to renew the serving certificate and rotate the
+	// CA while the test watches.
+	addr := startInstalledManager(t, env, kubeconfig, "--serving-cert-validity=12s", "--ca-validity=36s", "--cert-check-period=500ms")
 
 	// The CA Secret exists and its bundle is what the webhook configurations trust.
 	ca := &corev1.Secret{}

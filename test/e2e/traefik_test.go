@@ -292,8 +292,9 @@ func logStatusWriters(t *testing.T, audit string, gw *gwv1.Gateway) {
 
 // startInstalledManager runs `gatefold manager` as the ServiceAccount of
 // config/self-signed, applied with kubectl, with the webhooks pointed at it,
-// and checks its log for refused requests at the end.
-func startInstalledManager(t *testing.T, env *devenv.Env, kubeconfig string, flags ...string) {
+// and checks its log for refused requests at the end; it returns the
+// webhook server's address.
+func startInstalledManager(t *testing.T, env *devenv.Env, kubeconfig string, flags ...string) (webhookAddr string) {
 	t.Helper()
 	kubectl(t, env, kubeconfig, "apply", "--server-side", "-k", overlay(t, "self-signed"))
 	port, probes := freePort(t), freePort(t)
@@ -314,6 +315,7 @@ func startInstalledManager(t *testing.T, env *devenv.Env, kubeconfig string, fla
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logFile.Close(); testenv.CheckLogFile(t, log) })
 	waitReady(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", probes), log)
+	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
 func create(t *testing.T, c client.Client, obj client.Object) {
