@@ -22,6 +22,7 @@ import (
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/internal/dataplane"
 	"github.com/gatefold/gatefold/rules"
+	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // The dataplane phase times what a route controller waits for: from its
@@ -201,11 +202,11 @@ func (h *harness) startTraefik(ctx context.Context, c client.Client, binary stri
 	if err != nil {
 		return nil, nil, err
 	}
-	httpPort, err := freePort()
+	httpPort, err := testenv.FreePort()
 	if err != nil {
 		return nil, nil, err
 	}
-	httpsPort, err := freePort()
+	httpsPort, err := testenv.FreePort()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -191,15 +190,6 @@ func (m *manager) alive() bool {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startManager starts a replica and waits until it is ready. The one on
 // the env's webhook port serves the webhooks the control plane calls,
 // others serve on ports nobody calls.
@@ -213,11 +203,11 @@ func (h *harness) startManager(name string, webhookPort int) (*manager, error) {
 
 // launch starts a replica and returns at once.
 func (h *harness) launch(name string, webhookPort int) (*manager, error) {
-	metrics, err := freePort()
+	metrics, err := testenv.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	probes, err := freePort()
+	probes, err := testenv.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +221,7 @@ func (h *harness) launch(name string, webhookPort int) (*manager, error) {
 		"--metrics-bind-address", m.metrics, "--metrics-secure=false", "--health-probe-bind-address", m.probes,
 		"--webhook-port", strconv.Itoa(webhookPort), "--webhook-cert-dir", h.env.WebhookCertDir()}
 	if h.profiler != nil {
-		port, err := freePort()
+		port, err := testenv.FreePort()
 		if err != nil {
 			return nil, err
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // ScaleResult is how gatefold copes with many fragments: installed after
@@ -406,7 +407,7 @@ func (h *harness) failover(ctx context.Context, p Params, leader *manager) (*Fai
 }
 
 func mustFreePort() int {
-	p, err := freePort()
+	p, err := testenv.FreePort()
 	if err != nil {
 		panic(err)
 	}

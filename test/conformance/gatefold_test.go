@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gatefold/gatefold/internal/devenv"
@@ -69,8 +67,8 @@ func startGatefold(t *testing.T, env *devenv.Env, root, logDir string) string {
 	if out, err := kubectl.CombinedOutput(); err != nil {
 		t.Fatalf("Installing config/%s: %v\n%s", overlay, err, out)
 	}
-	port, probes := freePort(t), freePort(t)
-	pointWebhooksAt(t, env.Client, fmt.Sprintf("https://127.0.0.1:%d", port))
+	port, probes := testenv.MustFreePort(t), testenv.MustFreePort(t)
+	testenv.PointWebhooksAt(t, env.Client, fmt.Sprintf("https://127.0.0.1:%d", port))
 
 	installed, err := testenv.Install(ctx, env, overlay)
 	if err != nil {
@@ -112,33 +110,6 @@ func startGatefold(t *testing.T, env *devenv.Env, root, logDir string) string {
 	waitReady(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", probes), logPath, exited)
 	waitCABundles(t, env.Client)
 	return gatefoldVersion(t, bin)
-}
-
-// pointWebhooksAt makes the installed webhook configurations call a local
-// server by URL, as the Service would in a cluster, keeping everything else.
-func pointWebhooksAt(t *testing.T, c client.Client, base string) {
-	t.Helper()
-	ctx := context.Background()
-	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	if err := c.Get(ctx, client.ObjectKey{Name: "gatefold-mutating-webhook-configuration"}, m); err != nil {
-		t.Fatal(err)
-	}
-	for i := range m.Webhooks {
-		m.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + *m.Webhooks[i].ClientConfig.Service.Path)}
-	}
-	if err := c.Update(ctx, m, client.FieldOwner("conformance-url")); err != nil {
-		t.Fatal(err)
-	}
-	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := c.Get(ctx, client.ObjectKey{Name: "gatefold-validating-webhook-configuration"}, v); err != nil {
-		t.Fatal(err)
-	}
-	for i := range v.Webhooks {
-		v.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + *v.Webhooks[i].ClientConfig.Service.Path)}
-	}
-	if err := c.Update(ctx, v, client.FieldOwner("conformance-url")); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // waitCABundles waits until gatefold has given every webhook the CA bundle
@@ -191,15 +162,4 @@ func waitReady(t *testing.T, url, logPath string, exited <-chan struct{}) {
 	}
 	b, _ := os.ReadFile(logPath)
 	t.Fatalf("%s is not ready after 60s; log:\n%s", url, b)
-}
-
-// freePort returns a port free on loopback now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,16 +62,6 @@ func (r *replica) ledSince(t *testing.T) time.Time {
 	return time.Time{}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestLeaderFailoverLosesNothing runs three replicas against one API server,
 // kills the leader with SIGKILL in the middle of a burst of fragment creates
 // and deletes, and checks the Gateway a new leader converges to and, from the
@@ -105,7 +94,7 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 		}
 		r.cmd = exec.Command(bin, "manager", "--kubeconfig", asInstalled,
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-			"--webhook-port", fmt.Sprint(freePort(t)), "--webhook-cert-dir", env.WebhookCertDir(),
+			"--webhook-port", fmt.Sprint(testenv.MustFreePort(t)), "--webhook-cert-dir", env.WebhookCertDir(),
 			"--leader-election-namespace", haNamespace, "--claims-namespace", haNamespace,
 			"--zap-time-encoding", "rfc3339nano", "--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms")
 		r.cmd.Env = append(os.Environ(), "POD_NAME="+r.name)

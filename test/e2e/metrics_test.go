@@ -30,7 +30,7 @@ func TestInstalledMetricsServeOnlyReaders(t *testing.T) {
 	ctx := context.Background()
 	asInstalled := installedKubeconfig(t, env, "default")
 
-	metricsPort, probes, webhookPort := freePort(t), freePort(t), freePort(t)
+	metricsPort, probes, webhookPort := testenv.MustFreePort(t), testenv.MustFreePort(t), testenv.MustFreePort(t)
 	log := filepath.Join(t.TempDir(), "manager.log")
 	logFile, err := os.Create(log)
 	if err != nil {

@@ -25,29 +25,6 @@ import (
 	"github.com/gatefold/gatefold/test/fixture"
 )
 
-// pointWebhooksAt makes the installed webhook configurations call a local
-// server by URL, as the Service would in a cluster, keeping everything else.
-func pointWebhooksAt(t *testing.T, c client.Client, base string) {
-	t.Helper()
-	ctx := context.Background()
-	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	get(t, c, client.ObjectKey{Name: "gatefold-mutating-webhook-configuration"}, m)
-	for i := range m.Webhooks {
-		m.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + *m.Webhooks[i].ClientConfig.Service.Path)}
-	}
-	if err := c.Update(ctx, m, client.FieldOwner("e2e-url")); err != nil {
-		t.Fatal(err)
-	}
-	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	get(t, c, client.ObjectKey{Name: "gatefold-validating-webhook-configuration"}, v)
-	for i := range v.Webhooks {
-		v.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + *v.Webhooks[i].ClientConfig.Service.Path)}
-	}
-	if err := c.Update(ctx, v, client.FieldOwner("e2e-url")); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func waitReady(t *testing.T, url string, log string) {
 	t.Helper()
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {

@@ -68,7 +68,7 @@ func TestTraefikServesWhatGatefoldFolds(t *testing.T) {
 	dp, err := dataplane.Start(ctx, c, dataplane.Options{
 		Binary: traefik, Kubeconfig: kubeconfig, Dir: dir,
 		// Free ports, so that a `make dev` running beside the tests is no matter.
-		HTTPPort: freePort(t), HTTPSPort: freePort(t),
+		HTTPPort: testenv.MustFreePort(t), HTTPSPort: testenv.MustFreePort(t),
 		Backends: []string{"own", "checkout", "catalog", "blog", "intruder", "squatter", "deals"},
 	})
 	if err != nil {
@@ -297,8 +297,8 @@ func logStatusWriters(t *testing.T, audit string, gw *gwv1.Gateway) {
 func startInstalledManager(t *testing.T, env *devenv.Env, kubeconfig string, flags ...string) (webhookAddr string) {
 	t.Helper()
 	kubectl(t, env, kubeconfig, "apply", "--server-side", "-k", overlay(t, "self-signed"))
-	port, probes := freePort(t), freePort(t)
-	pointWebhooksAt(t, env.Client, fmt.Sprintf("https://127.0.0.1:%d", port))
+	port, probes := testenv.MustFreePort(t), testenv.MustFreePort(t)
+	testenv.PointWebhooksAt(t, env.Client, fmt.Sprintf("https://127.0.0.1:%d", port))
 	log := filepath.Join(t.TempDir(), "manager.log")
 	logFile, err := os.Create(log)
 	if err != nil {

@@ -1,0 +1,63 @@
+package testenv
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// urlFieldManager is the field manager PointWebhooksAt updates with.
+const urlFieldManager = "gatefold-test-url"
+
+// PointWebhooksAt makes the webhook configurations an overlay installed call
+// a local server by URL, base + each webhook's Service path, as the Service
+// would in a cluster, keeping everything else: the gatefold process a test
+// runs serves on loopback, not behind a Service.
+func PointWebhooksAt(t testing.TB, c client.Client, base string) {
+	t.Helper()
+	ctx := context.Background()
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "gatefold-mutating-webhook-configuration"}, m); err != nil {
+		t.Fatal(err)
+	}
+	for i := range m.Webhooks {
+		m.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + *m.Webhooks[i].ClientConfig.Service.Path)}
+	}
+	if err := c.Update(ctx, m, client.FieldOwner(urlFieldManager)); err != nil {
+		t.Fatal(err)
+	}
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "gatefold-validating-webhook-configuration"}, v); err != nil {
+		t.Fatal(err)
+	}
+	for i := range v.Webhooks {
+		v.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + *v.Webhooks[i].ClientConfig.Service.Path)}
+	}
+	if err := c.Update(ctx, v, client.FieldOwner(urlFieldManager)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FreePort returns a port free on loopback now.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// MustFreePort is FreePort for a test, which fails when there is none.
+func MustFreePort(t testing.TB) int {
+	t.Helper()
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
