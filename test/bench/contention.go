@@ -548,18 +548,43 @@ func (h *harness) compare(ctx context.Context, ns string, s strategy, present []
 }
 
 // countGatewayWrites counts the Gateways' resourceVersion changes in the
-// namespace until ctx ends, and then sends the count. A watch the API server
-// closes is resumed from the last version seen, so none is missed.
+// namespace until ctx ends, and then sends the count.
 func (h *harness) countGatewayWrites(ctx context.Context, ns string) <-chan int {
 	out := make(chan int, 1)
-	list := &gwv1.GatewayList{}
-	if err := h.observer.List(ctx, list, client.InNamespace(ns)); err != nil {
+	n := 0
+	done, err := h.watchGateways(ctx, ns, nil, func(t watch.EventType, _ *gwv1.Gateway) {
+		if t == watch.Modified {
+			n++
+		}
+	})
+	if err != nil {
 		out <- -1
 		return out
 	}
 	go func() {
-		n, rv := 0, list.ResourceVersion
-		defer func() { out <- n }()
+		<-done
+		out <- n
+	}()
+	return out
+}
+
+// watchGateways lists the Gateways of namespace ns and hands them to
+// initial (when not nil), then hands event every change of them until ctx
+// ends, from one goroutine. A watch the API server closes is resumed from
+// the last version seen, so none is missed. The channel closes once it
+// stopped.
+func (h *harness) watchGateways(ctx context.Context, ns string, initial func([]gwv1.Gateway), event func(watch.EventType, *gwv1.Gateway)) (<-chan struct{}, error) {
+	list := &gwv1.GatewayList{}
+	if err := h.observer.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	if initial != nil {
+		initial(list.Items)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rv := list.ResourceVersion
 		for ctx.Err() == nil {
 			w, err := h.observer.Watch(ctx, &gwv1.GatewayList{}, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
 			if err != nil {
@@ -569,15 +594,13 @@ func (h *harness) countGatewayWrites(ctx context.Context, ns string) <-chan int 
 			for e := range w.ResultChan() {
 				if gw, ok := e.Object.(*gwv1.Gateway); ok {
 					rv = gw.ResourceVersion
-				}
-				if e.Type == watch.Modified {
-					n++
+					event(e.Type, gw)
 				}
 			}
 			w.Stop()
 		}
 	}()
-	return out
+	return done, nil
 }
 
 // partitioned runs f for every item with n workers, worker k taking the

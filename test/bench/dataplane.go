@@ -457,48 +457,32 @@ type foldWatch struct {
 }
 
 func (h *harness) watchFolds(ctx context.Context, ns string) (*foldWatch, error) {
-	list := &gwv1.GatewayList{}
-	if err := h.observer.List(ctx, list, client.InNamespace(ns)); err != nil {
-		return nil, err
-	}
 	f := &foldWatch{first: map[gwv1.SectionName]time.Time{}}
 	generation := map[string]int64{}
-	for _, gw := range list.Items {
+	_, err := h.watchGateways(ctx, ns, func(gateways []gwv1.Gateway) {
+		for _, gw := range gateways {
+			generation[gw.Name] = gw.Generation
+			for _, l := range gw.Spec.Listeners {
+				f.first[l.Name] = time.Now()
+			}
+		}
+	}, func(t watch.EventType, gw *gwv1.Gateway) {
+		at := time.Now()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if t == watch.Modified && gw.Generation > generation[gw.Name] {
+			f.writes++
+		}
 		generation[gw.Name] = gw.Generation
 		for _, l := range gw.Spec.Listeners {
-			f.first[l.Name] = time.Now()
+			if _, ok := f.first[l.Name]; !ok {
+				f.first[l.Name] = at
+			}
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	go func() {
-		rv := list.ResourceVersion
-		for ctx.Err() == nil {
-			w, err := h.observer.Watch(ctx, &gwv1.GatewayList{}, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
-			if err != nil {
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-			for e := range w.ResultChan() {
-				gw, ok := e.Object.(*gwv1.Gateway)
-				if !ok {
-					continue
-				}
-				at := time.Now()
-				rv = gw.ResourceVersion
-				f.mu.Lock()
-				if e.Type == watch.Modified && gw.Generation > generation[gw.Name] {
-					f.writes++
-				}
-				generation[gw.Name] = gw.Generation
-				for _, l := range gw.Spec.Listeners {
-					if _, ok := f.first[l.Name]; !ok {
-						f.first[l.Name] = at
-					}
-				}
-				f.mu.Unlock()
-			}
-			w.Stop()
-		}
-	}()
 	return f, nil
 }
 
