@@ -119,8 +119,8 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 			return nil, v.internal(ctx, lf, err)
 		}
 	}
-	grants, err := v.grantsFor(ctx, lf)
-	if err != nil {
+	grants := map[string][]gwv1.ReferenceGrant{}
+	if err := v.grantsFor(ctx, lf, grants); err != nil {
 		return nil, v.internal(ctx, lf, err)
 	}
 	errs = append(errs, CheckCertificateRefs(lf, grants)...)
@@ -181,12 +181,12 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv
 		return nil, fmt.Errorf("reading the namespaces of the ListenerFragments of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
 	}
 	slices.SortFunc(placed, rules.Precedence)
+	grants := map[string][]gwv1.ReferenceGrant{}
 	for _, f := range placed {
 		if rules.SourceOf(&f) == rules.SourceOf(lf) {
 			continue
 		}
-		grants, err := v.grantsFor(ctx, &f)
-		if err != nil {
+		if err := v.grantsFor(ctx, &f, grants); err != nil {
 			// Another tenant's certificate namespace: not named.
 			logf.FromContext(ctx).Error(err, "Reading the ReferenceGrants of a stored source", "source", rules.SourceOf(&f).String())
 			return nil, fmt.Errorf("reading the ReferenceGrants of the sources of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
@@ -249,10 +249,11 @@ func listenerSetsOf(ctx context.Context, cache client.Reader, controllers sets.S
 	return rules.FromListenerSets(list.Items), nil
 }
 
-// grantsFor returns the ReferenceGrants of every namespace the fragment's
-// (or ListenerSet's) certificateRefs point into, other than its own.
-func (v *fragmentValidator) grantsFor(ctx context.Context, lf *v1alpha1.ListenerFragment) (map[string][]gwv1.ReferenceGrant, error) {
-	grants := map[string][]gwv1.ReferenceGrant{}
+// grantsFor adds to grants, by namespace, the ReferenceGrants of every
+// namespace the fragment's (or ListenerSet's) certificateRefs point into,
+// other than its own, and not in grants yet: the sources of one Gateway
+// share their reads.
+func (v *fragmentValidator) grantsFor(ctx context.Context, lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant) error {
 	for i, l := range lf.Spec.Listeners {
 		for _, ref := range rules.ForeignCertificateRefs(lf.Namespace, i, l) {
 			if _, done := grants[ref.Namespace]; done {
@@ -260,10 +261,10 @@ func (v *fragmentValidator) grantsFor(ctx context.Context, lf *v1alpha1.Listener
 			}
 			list := &gwv1.ReferenceGrantList{}
 			if err := v.cache.List(ctx, list, client.InNamespace(ref.Namespace)); err != nil {
-				return nil, fmt.Errorf("listing ReferenceGrants in %s: %w", ref.Namespace, err)
+				return fmt.Errorf("listing ReferenceGrants in %s: %w", ref.Namespace, err)
 			}
 			grants[ref.Namespace] = list.Items
 		}
 	}
-	return grants, nil
+	return nil
 }
