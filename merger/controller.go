@@ -43,8 +43,12 @@ type Reconciler struct {
 	// ListenerSetControllers are the controllerNames of the GatewayClasses
 	// whose ListenerSets the merger folds (see rules.ListenerSetsFolded).
 	ListenerSetControllers sets.Set[string]
+	// PoolGrace is how long a sibling of a pool stays with no folded
+	// listener before it is deleted.
+	PoolGrace time.Duration
 
 	leftAlone announced
+	pools     poolMemo
 	attached  attachedMemo
 	carried   carriedMemo
 	refusals  refusalMemo
@@ -83,47 +87,64 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case foldErr != nil:
 		return ctrl.Result{}, foldErr
 	}
-	var errs []error
-	changed := false
+	var w writes
 	for i := range in.Fragments {
 		lf := &in.Fragments[i]
 		r.reportsOf(rules.KindOf(lf)).publish(lf, res.Statuses[keyOf(lf)])
 		// After a refused apply the Gateway still carries the listeners it
 		// had: their grants must stay as they are.
-		if r.ManageReferenceGrants && gatewayRefused == nil {
-			switch err := r.applyGrant(ctx, lf, in.Gateway, res.Outcomes, false); {
-			case errors.Is(err, errFenced):
-				return ctrl.Result{RequeueAfter: fenceRetry}, nil
-			case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
-				changed = true
-			case err != nil:
-				errs = append(errs, err)
-			}
+		if r.ManageReferenceGrants && gatewayRefused == nil && w.note(r.applyGrant(ctx, lf, in.Gateway, res.Outcomes, false)) {
+			return ctrl.Result{RequeueAfter: fenceRetry}, nil
 		}
 	}
 	// Last, so that a refused count holds back no status or grant.
-	if r.ListenerSetControllers.Len() > 0 && gatewayRefused == nil {
-		switch err := r.finishListenerSets(ctx, req.NamespacedName, in.Gateway, mode, res); {
-		case errors.Is(err, errFenced):
-			return ctrl.Result{RequeueAfter: fenceRetry}, nil
-		case apierrors.IsConflict(err):
-			changed = true
-		case err != nil:
-			errs = append(errs, err)
-		}
+	if r.ListenerSetControllers.Len() > 0 && gatewayRefused == nil && w.note(r.finishListenerSets(ctx, req.NamespacedName, in.Gateway, mode, res)) {
+		return ctrl.Result{RequeueAfter: fenceRetry}, nil
 	}
-	if err := errors.Join(errs...); err != nil {
+	var prune time.Duration
+	if in.Pool != nil && gatewayRefused == nil {
+		next, err := r.prune(ctx, &in, res)
+		if w.note(err) {
+			return ctrl.Result{RequeueAfter: fenceRetry}, nil
+		}
+		prune = next
+	}
+	if err := errors.Join(w.errs...); err != nil {
 		return ctrl.Result{}, err
 	}
+	changed := w.changed
 	switch {
 	case changed:
 		return ctrl.Result{RequeueAfter: time.Second}, nil
-	case in.Gateway == nil && len(in.Fragments) == 0:
-		return ctrl.Result{}, nil // gone, with nothing left to report
+	case in.Gateway == nil && len(in.Fragments) == 0, in.Head != nil && len(in.Fragments) == 0:
+		return ctrl.Result{}, nil // gone, or a sibling, with nothing left to report
+	case prune > 0 && (r.Resync == 0 || prune < r.Resync):
+		return ctrl.Result{RequeueAfter: prune}, nil
 	case r.refusals.any(req.NamespacedName) && (r.Resync == 0 || refusalTTL < r.Resync):
 		return ctrl.Result{RequeueAfter: refusalTTL}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.Resync}, nil
+}
+
+// writes gathers what became of a reconcile's writes after the fold.
+type writes struct {
+	changed bool
+	errs    []error
+}
+
+// note records the result of a write, and says whether it was fenced: the
+// reconcile then stops. A conflict means the object changed since it was
+// read: it is written again soon.
+func (w *writes) note(err error) (fenced bool) {
+	switch {
+	case errors.Is(err, errFenced):
+		return true
+	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+		w.changed = true
+	case err != nil:
+		w.errs = append(w.errs, err)
+	}
+	return false
 }
 
 // errFenced is a write not made because this replica may no longer lead.
@@ -158,6 +179,9 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 		in.Gateway = gw
 		in.Managed = rules.ManagedListeners(gw)
 		in.CarriedSince = r.carried.observe(key, gw, in.Managed)
+		if head, ok := rules.HeadOf(gw); ok {
+			in.Head = &head
+		}
 	}
 	// The fold reads the fragments' specs, which gatefold never writes: it
 	// must not wait until the cache has seen every status the status
@@ -169,6 +193,14 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 	for _, lf := range list.Items {
 		if lf.DeletionTimestamp.IsZero() {
 			in.Fragments = append(in.Fragments, lf)
+		}
+	}
+	if in.Head != nil {
+		return in, setsNotFolded, nil // nothing folds into a sibling
+	}
+	if in.Gateway != nil {
+		if err := r.readPool(ctx, &in); err != nil {
+			return in, setsNotFolded, err
 		}
 	}
 	mode, err := r.listenerSetMode(ctx, in.Gateway)

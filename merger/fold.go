@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -35,6 +36,12 @@ type Input struct {
 	// Rejected are fragments whose listeners the API server refused on the
 	// Gateway, with its message: they are left out so that the rest fold.
 	Rejected map[rules.Source]string
+	// Pool is the rest of the pool the Gateway heads; nil when it heads
+	// none, and folds alone.
+	Pool *Pool
+	// Head is set when the Gateway is a sibling in the pool of Head: its
+	// fragments must name the head, and nothing is folded into it.
+	Head *types.NamespacedName
 }
 
 // Result is what the fold decided for one Gateway.
@@ -42,6 +49,11 @@ type Result struct {
 	// Listeners are gatefold's listeners for the Gateway, in precedence
 	// order. The Gateway's own listeners are not among them.
 	Listeners []gwv1.Listener
+	// Own are the Gateway's own listeners; every sibling of its pool
+	// carries them too.
+	Own []gwv1.Listener
+	// Siblings are, for a pool, the listeners of each sibling.
+	Siblings []SiblingListeners
 	// Statuses are the fragments' statuses by namespace/name. Conditions
 	// carry no lastTransitionTime: the writer keeps the stored one.
 	Statuses map[rules.Source]v1alpha1.ListenerFragmentStatus
@@ -57,7 +69,9 @@ type Outcome struct {
 	Reason gwv1.ListenerEntryConditionReason
 	// Message explains Reason without naming other tenants' objects.
 	Message string
-	// GatewayListener is the listener it became on the Gateway, when folded.
+	// Gateway is the name of the Gateway of the pool it was folded into, and
+	// GatewayListener the listener it became there.
+	Gateway         string
 	GatewayListener *gwv1.Listener
 }
 
@@ -83,7 +97,18 @@ func Fold(in Input) Result {
 		return res
 	}
 
-	b := &board{gateway: gatewayKey(in.Gateway), Board: rules.OwnBoard(rules.OwnListeners(in.Gateway, in.Managed, fragments))}
+	if in.Head != nil {
+		for i := range fragments {
+			lf := &fragments[i]
+			res.Statuses[keyOf(lf)] = notAccepted(lf, v1alpha1.FragmentReasonNotAllowed,
+				fmt.Sprintf("Gateway %s is a Gateway gatefold created for the pool of Gateway %s: set spec.parentRef.name to %s, and gatefold places the listeners on a Gateway of the pool (status.listeners[].gateway says which)",
+					gatewayKey(in.Gateway), in.Head, in.Head.Name))
+		}
+		return res
+	}
+
+	res.Own = rules.OwnListeners(in.Gateway, in.Managed, fragments)
+	p := newPool(&in, res.Own, fragments)
 	for i := range fragments {
 		lf := &fragments[i]
 		if allowed, why := rules.NamespaceAllowed(in.Gateway, lf.Namespace, in.NamespaceLabels[lf.Namespace]); !allowed {
@@ -96,45 +121,27 @@ func Fold(in Input) Result {
 				fmt.Sprintf("The API server refused this %s's listeners on Gateway %s: %s", rules.KindOf(lf), gatewayKey(in.Gateway), msg))
 			continue
 		}
-		outcomes, listeners := b.place(lf, in.Grants)
-		res.Listeners = append(res.Listeners, listeners...)
+		placements, r := p.place(lf, in.Grants)
+		outcomes := make([]Outcome, len(placements))
+		for j, pl := range placements {
+			outcomes[j] = Outcome{Fragment: keyOf(lf), Listener: lf.Spec.Listeners[j].Name, Reason: pl.Reason, Message: pl.Message}
+			if pl.Placed() {
+				l := Listener(lf, lf.Spec.Listeners[j])
+				outcomes[j].Gateway, outcomes[j].GatewayListener = r.gw.Name, &l
+				r.listeners = append(r.listeners, l)
+			}
+		}
 		res.Outcomes = append(res.Outcomes, outcomes...)
-		res.Statuses[keyOf(lf)] = fragmentStatus(lf, in.Gateway, in.CarriedSince, outcomes)
+		res.Statuses[keyOf(lf)] = fragmentStatus(lf, r.gw, r.since, outcomes)
 	}
+	res.Listeners = p.rooms[0].listeners
+	res.Siblings = p.siblings()
 	return res
 }
 
 func keyOf(lf *v1alpha1.ListenerFragment) rules.Source { return rules.SourceOf(lf) }
 
 func gatewayKey(gw *gwv1.Gateway) string { return gw.Namespace + "/" + gw.Name }
-
-// board is the Gateway's listeners as the fold fills it.
-type board struct {
-	*rules.Board
-	gateway string
-}
-
-// place decides every listener of one fragment (see rules.Board.Place) and
-// returns the Gateway listeners it folds into.
-func (b *board) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant) ([]Outcome, []gwv1.Listener) {
-	placements := b.Place(lf, grants, b.gateway)
-	outcomes := make([]Outcome, len(placements))
-	var folded []gwv1.Listener
-	for i, p := range placements {
-		outcomes[i] = Outcome{Fragment: keyOf(lf), Listener: lf.Spec.Listeners[i].Name, Reason: p.Reason, Message: p.Message}
-		if p.Placed() {
-			folded = append(folded, Listener(lf, lf.Spec.Listeners[i]))
-		}
-	}
-	j := 0
-	for i := range outcomes {
-		if placements[i].Placed() {
-			outcomes[i].GatewayListener = &folded[j]
-			j++
-		}
-	}
-	return outcomes, folded
-}
 
 // Listener returns the Gateway listener a fragment's listener folds into:
 // named by v1alpha1.ListenerName, with namespace-relative references made

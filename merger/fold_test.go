@@ -331,48 +331,75 @@ func TestFoldConflictMessageKeepsOtherTenantsPrivate(t *testing.T) {
 // whole write that broke one of them.
 func checkInvariants(t *testing.T, in Input, r Result) {
 	t.Helper()
-	if in.Gateway == nil {
-		if len(r.Listeners) != 0 {
-			t.Fatalf("Folded listeners into a missing Gateway")
+	if in.Gateway == nil || in.Head != nil {
+		if len(r.Listeners) != 0 || len(r.Siblings) != 0 {
+			t.Fatalf("Folded listeners into a missing Gateway or a sibling")
 		}
 		return
 	}
 	ownLs := rules.OwnListeners(in.Gateway, in.Managed, in.Fragments)
-	if n := len(ownLs) + len(r.Listeners); len(r.Listeners) > 0 && n > rules.MaxListeners {
-		t.Fatalf("The Gateway would hold %d listeners", n)
+	if in.Pool == nil && len(r.Siblings) > 0 {
+		t.Fatalf("A Gateway that heads no pool got %d siblings", len(r.Siblings))
 	}
+	// A tuple is taken once in the whole pool; room is counted per Gateway.
 	names := sets.New[gwv1.SectionName]()
 	var held []rules.Holder
 	for _, l := range ownLs {
 		names.Insert(l.Name)
 		held = append(held, rules.Holder{Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)})
 	}
-	for _, l := range r.Listeners {
-		if names.Has(l.Name) {
-			t.Fatalf("Listener name %q is repeated", l.Name)
-		}
-		names.Insert(l.Name)
-		e := rules.EntryOf(l.Port, l.Protocol, l.Hostname)
-		for _, h := range held {
-			if c := rules.ConflictOf(e, h); c != nil {
-				t.Fatalf("Listener %q (%s) was folded despite a %s with %q (%s)", l.Name, e, c.Reason, h.Listener, h.Entry)
+	gateways := map[string][]gwv1.Listener{in.Gateway.Name: r.Listeners}
+	extra := map[string]int{}
+	if in.Pool != nil {
+		for _, s := range in.Pool.Siblings {
+			for _, l := range rules.OwnListeners(s.Gateway, s.Managed, in.Fragments) {
+				extra[s.Gateway.Name]++
+				held = append(held, rules.Holder{Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)})
 			}
 		}
-		held = append(held, rules.Holder{Listener: l.Name, Entry: e})
+	}
+	for _, s := range r.Siblings {
+		gateways[s.Name] = s.Listeners
+	}
+	folded := 0
+	for name, ls := range gateways {
+		folded += len(ls)
+		if n := len(ownLs) + extra[name] + len(ls); len(ls) > 0 && n > rules.MaxListeners {
+			t.Fatalf("Gateway %s would hold %d listeners", name, n)
+		}
+		for _, l := range ls {
+			if names.Has(l.Name) {
+				t.Fatalf("Listener name %q is repeated", l.Name)
+			}
+			names.Insert(l.Name)
+			e := rules.EntryOf(l.Port, l.Protocol, l.Hostname)
+			for _, h := range held {
+				if c := rules.ConflictOf(e, h); c != nil {
+					t.Fatalf("Listener %q (%s) was folded despite a %s with %q (%s)", l.Name, e, c.Reason, h.Listener, h.Entry)
+				}
+			}
+			held = append(held, rules.Holder{Listener: l.Name, Entry: e})
+		}
 	}
 	for _, lf := range in.Fragments {
 		if _, ok := r.Statuses[keyOf(&lf)]; !ok {
 			t.Fatalf("Fragment %s/%s has no status", lf.Namespace, lf.Name)
 		}
 	}
-	folded := 0
+	on := map[rules.Source]string{}
+	n := 0
 	for _, o := range r.Outcomes {
-		if o.Folded() {
-			folded++
+		if !o.Folded() {
+			continue
 		}
+		n++
+		if g, ok := on[o.Fragment]; ok && g != o.Gateway {
+			t.Fatalf("%s was split between Gateways %s and %s", o.Fragment, g, o.Gateway)
+		}
+		on[o.Fragment] = o.Gateway
 	}
-	if folded != len(r.Listeners) {
-		t.Fatalf("%d outcomes say folded, %d listeners were folded", folded, len(r.Listeners))
+	if n != folded {
+		t.Fatalf("%d outcomes say folded, %d listeners were folded", n, folded)
 	}
 }
 
@@ -427,6 +454,31 @@ func fuzzInput(data []byte) Input {
 			ls = append(ls, listener(fmt.Sprintf("l%d", j)))
 		}
 		in.Fragments = append(in.Fragments, fragment(namespaces[next()%len(namespaces)], fmt.Sprintf("f%d", i), next()%4, ls...))
+	}
+	if in.Gateway != nil && next()%3 == 0 {
+		// A pool whose sibling carries some fragments' listeners, as an
+		// earlier fold left them, and whose head may carry others.
+		in.Pool = &Pool{Names: sets.New(in.Gateway.Name)}
+		sib := gateway(gwv1.NamespacesFromAll)
+		sib.Name = rules.SiblingName(in.Gateway.Name, 2)
+		managed := sets.New[gwv1.SectionName]()
+		for _, lf := range in.Fragments {
+			for _, l := range lf.Spec.Listeners {
+				switch next() % 4 {
+				case 0:
+					sib.Spec.Listeners = append(sib.Spec.Listeners, Listener(&lf, l))
+					managed.Insert(rules.GatewayListenerName(&lf, l.Name))
+				case 1:
+					in.Gateway.Spec.Listeners = append(in.Gateway.Spec.Listeners, Listener(&lf, l))
+					in.Managed.Insert(rules.GatewayListenerName(&lf, l.Name))
+				}
+			}
+		}
+		in.Pool.Siblings = []Sibling{{Gateway: sib, Managed: managed}}
+		in.Pool.Names.Insert(sib.Name)
+		if next()%2 == 0 {
+			in.Pool.NoGrowth = "refused"
+		}
 	}
 	return in
 }

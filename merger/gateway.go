@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	metaapply "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -34,7 +35,7 @@ func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *Inp
 	foldsTotal.Inc()
 	in.Rejected = r.refusals.recall(key, in.Fragments, time.Now())
 	var res Result
-	defer func() { recordListeners(key, in.Gateway, res) }()
+	defer func() { recordListeners(key, in, res) }()
 	gw := in.Gateway
 	if gw != nil {
 		if err := r.refusals.recallOwner(key, gw.Generation, in.Fragments, time.Now()); err != nil {
@@ -44,26 +45,35 @@ func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *Inp
 	}
 	for {
 		res = Fold(*in)
-		if gw == nil || !gw.DeletionTimestamp.IsZero() {
+		if gw == nil || !gw.DeletionTimestamp.IsZero() || in.Head != nil {
 			return res, nil
 		}
-		err := r.applyListeners(ctx, in, res)
+		t, err := r.applyPool(ctx, in, res)
 		if !refused(err) {
 			return res, err
 		}
-		blamed, berr := r.bisect(ctx, gw, res)
+		if t.gw == nil {
+			// A sibling the API server would not create (a quota, a
+			// policy): the pool stops growing for a while, and the
+			// fragments that needed it say so.
+			log.FromContext(ctx).Error(err, "The API server refused a new Gateway for a pool; the pool does not grow until the refusal expires", "gateway", klog.KObj(gw), "sibling", t.key.Name)
+			r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "PoolGrowthRefused", "Fold", "The API server refused to create Gateway %s for the pool: %v", t.key.Name, err)
+			in.Pool.NoGrowth = r.pools.refuse(key, t.key.Name, err, time.Now())
+			continue
+		}
+		blamed, berr := r.bisect(ctx, t, res)
 		if berr != nil {
 			return res, berr
 		}
 		if len(blamed) == 0 {
-			r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "ApplyFailed", "Fold", "The API server refused gatefold's listeners, and no ListenerFragment or ListenerSet is the cause: %v", err)
-			log.FromContext(ctx).Error(err, "The API server refused the Gateway's folded listeners, and no fragment or ListenerSet is the cause", "gateway", klog.KObj(gw))
+			r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "ApplyFailed", "Fold", "The API server refused gatefold's listeners on Gateway %s, and no ListenerFragment or ListenerSet is the cause: %v", t.key, err)
+			log.FromContext(ctx).Error(err, "The API server refused the Gateway's folded listeners, and no fragment or ListenerSet is the cause", "gateway", klog.KObj(gw), "refusedBy", t.key)
 			r.refusals.rememberOwner(key, gw.Generation, in.Fragments, err, time.Now())
 			res = refusedByGateway(in, err)
 			return res, &gatewayRefusedError{gateway: key, err: err}
 		}
 		for source, msg := range blamed {
-			log.FromContext(ctx).Info("The API server refused a source's listeners; folding the others", "gateway", klog.KObj(gw), "source", source.String(), "message", msg)
+			log.FromContext(ctx).Info("The API server refused a source's listeners; folding the others", "gateway", klog.KObj(gw), "refusedBy", t.key, "source", source.String(), "message", msg)
 		}
 		if in.Rejected == nil {
 			in.Rejected = map[rules.Source]string{}
@@ -101,7 +111,7 @@ func refusedByGateway(in *Input, err error) Result {
 		res := Fold(*in)
 		more := false
 		for _, o := range res.Outcomes {
-			if _, done := in.Rejected[o.Fragment]; !done && o.GatewayListener != nil && !carries(gw, o.GatewayListener) {
+			if _, done := in.Rejected[o.Fragment]; !done && o.GatewayListener != nil && !carries(landedOn(in, o), o.GatewayListener) {
 				in.Rejected[o.Fragment] = msg
 				more = true
 			}
@@ -110,6 +120,22 @@ func refusedByGateway(in *Input, err error) Result {
 			return res
 		}
 	}
+}
+
+// landedOn returns the Gateway of the pool an outcome was folded into, as
+// read; an empty one for a sibling to create.
+func landedOn(in *Input, o Outcome) *gwv1.Gateway {
+	if in.Pool != nil {
+		for _, s := range in.Pool.Siblings {
+			if s.Gateway.Name == o.Gateway {
+				return s.Gateway
+			}
+		}
+		if o.Gateway != in.Gateway.Name {
+			return &gwv1.Gateway{}
+		}
+	}
+	return in.Gateway
 }
 
 // refused says whether the API server refused a write for what it holds,
@@ -125,14 +151,14 @@ func refused(err error) bool {
 // but only if the Gateway takes some set of gatefold's listeners without it
 // (those accepted so far, or none): else the cause is not the fragment's. It
 // costs about 2·r·log2(n) dry runs for r refused fragments of n.
-func (r *Reconciler) bisect(ctx context.Context, gw *gwv1.Gateway, res Result) (map[rules.Source]string, error) {
+func (r *Reconciler) bisect(ctx context.Context, t target, res Result) (map[rules.Source]string, error) {
 	type group struct {
 		key       rules.Source
 		listeners []gwv1.Listener
 	}
 	var groups []group
 	for _, o := range res.Outcomes {
-		if o.GatewayListener == nil {
+		if o.GatewayListener == nil || o.Gateway != t.key.Name {
 			continue
 		}
 		if len(groups) == 0 || groups[len(groups)-1].key != o.Fragment {
@@ -157,7 +183,7 @@ func (r *Reconciler) bisect(ctx context.Context, gw *gwv1.Gateway, res Result) (
 			for _, g := range gs {
 				try = append(try, g.listeners...)
 			}
-			err := r.apply(ctx, gw, try, true)
+			err := r.apply(ctx, t, try, true)
 			switch {
 			case err == nil:
 				accepted = try
@@ -166,7 +192,7 @@ func (r *Reconciler) bisect(ctx context.Context, gw *gwv1.Gateway, res Result) (
 				return err
 			case len(gs) == 1:
 				if len(accepted) == 0 && !baselineTried {
-					baseline, baselineTried = r.apply(ctx, gw, nil, true), true
+					baseline, baselineTried = r.apply(ctx, t, nil, true), true
 					if baseline != nil && !refused(baseline) {
 						return baseline
 					}
@@ -198,8 +224,92 @@ func (r *Reconciler) bisect(ctx context.Context, gw *gwv1.Gateway, res Result) (
 	return blamed, nil
 }
 
+// applyPool writes the fold to every Gateway of the pool whose listeners
+// changed: the head, then each sibling, creating new ones. It returns the
+// Gateway a write failed on.
+func (r *Reconciler) applyPool(ctx context.Context, in *Input, res Result) (target, error) {
+	widened := false
+	for _, t := range targets(in, res) {
+		if !t.changed() {
+			gatewayApplies.WithLabelValues(resultUnchanged).Inc()
+			continue
+		}
+		if r.ManageReferenceGrants && !widened {
+			widened = true
+			for i := range in.Fragments {
+				// A failure here is met again, and reported, after the apply.
+				if err := r.applyGrant(ctx, &in.Fragments[i], in.Gateway, res.Outcomes, true); errors.Is(err, errFenced) {
+					return t, err
+				}
+			}
+		}
+		err := r.apply(ctx, t, t.listeners, false)
+		switch {
+		case apierrors.IsConflict(err):
+			gatewayApplies.WithLabelValues(resultConflict).Inc()
+			return t, err
+		case err != nil:
+			gatewayApplies.WithLabelValues(resultError).Inc()
+			return t, err
+		}
+	}
+	return target{}, nil
+}
+
+// target is one Gateway of a pool as the merger writes it. Of the head,
+// gatefold applies only its listeners; of a sibling, its whole spec, cloned
+// from the head's (siblingSpec), with the head's own listeners first.
+type target struct {
+	key types.NamespacedName
+	// gw is the Gateway as read, nil for a sibling to create.
+	gw      *gwv1.Gateway
+	managed sets.Set[gwv1.SectionName]
+	// head is set for a sibling.
+	head      *gwv1.Gateway
+	own       []gwv1.Listener
+	listeners []gwv1.Listener
+}
+
+func targets(in *Input, res Result) []target {
+	ts := []target{{key: client.ObjectKeyFromObject(in.Gateway), gw: in.Gateway, managed: in.Managed, listeners: res.Listeners}}
+	for _, s := range res.Siblings {
+		ts = append(ts, target{key: types.NamespacedName{Namespace: in.Gateway.Namespace, Name: s.Name}, gw: s.Gateway, managed: s.Managed,
+			head: in.Gateway, own: res.Own, listeners: s.Listeners})
+	}
+	return ts
+}
+
+// changed reports whether applying the target would change its Gateway: a
+// steady state makes no request at all.
+func (t target) changed() bool {
+	if t.head == nil {
+		return listenersChanged(t.gw, t.managed, t.listeners)
+	}
+	if t.gw == nil {
+		return true
+	}
+	want := siblingSpec(t.head, nil)
+	got := t.gw.Spec
+	got.Listeners = nil
+	return !equality.Semantic.DeepEqual(want, got) || listenersChanged(t.gw, t.managed, append(slices.Clone(t.own), t.listeners...))
+}
+
+// siblingSpec is the spec of a sibling of head with the given listeners:
+// the head's class, infrastructure, allowedListeners, TLS and default scope,
+// and of its addresses only the requests for a type with no value, since a
+// given address cannot be every sibling's.
+func siblingSpec(head *gwv1.Gateway, listeners []gwv1.Listener) gwv1.GatewaySpec {
+	spec := *head.Spec.DeepCopy()
+	spec.Listeners = listeners
+	spec.Addresses = slices.DeleteFunc(spec.Addresses, func(a gwv1.GatewaySpecAddress) bool { return a.Value != "" })
+	if len(spec.Addresses) == 0 {
+		spec.Addresses = nil
+	}
+	return spec
+}
+
 // listenersChanged reports whether applying `desired` would change the
-// Gateway: a steady state makes no request at all.
+// Gateway's listeners.
 func listenersChanged(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], desired []gwv1.Listener) bool {
 	if len(desired) != managed.Len() {
 		return true
@@ -217,50 +327,41 @@ func listenersChanged(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], desi
 	return false
 }
 
-// applyListeners server-side applies exactly gatefold's listeners: entries
-// rules.FieldManager applied before and no longer sends are removed, listeners
-// of other managers are neither sent nor touched.
-func (r *Reconciler) applyListeners(ctx context.Context, in *Input, res Result) error {
-	gw, desired := in.Gateway, res.Listeners
-	if !listenersChanged(gw, in.Managed, desired) {
-		gatewayApplies.WithLabelValues(resultUnchanged).Inc()
-		return nil
-	}
-	if r.ManageReferenceGrants {
-		for i := range in.Fragments {
-			// A failure here is met again, and reported, after the apply.
-			if err := r.applyGrant(ctx, &in.Fragments[i], gw, res.Outcomes, true); errors.Is(err, errFenced) {
+// apply sends one server-side apply of the target's listeners, fenced by
+// the resourceVersion the fold read: if the Gateway changed since (a newer
+// leader folded it), the API server answers 409 and nothing is written. A
+// sibling to create has no resourceVersion to send: its apply does not force
+// ownership instead, so that a Gateway someone created under its name a
+// moment ago is answered 409 rather than taken over.
+func (r *Reconciler) apply(ctx context.Context, t target, listeners []gwv1.Listener, dryRun bool) error {
+	applied := gwapply.Gateway(t.key.Name, t.key.Namespace)
+	if t.head == nil {
+		spec := gwapply.GatewaySpec()
+		for _, l := range listeners {
+			ac := &gwapply.ListenerApplyConfiguration{}
+			if err := convert(l, ac); err != nil {
 				return err
 			}
+			spec.WithListeners(ac)
 		}
-	}
-	err := r.apply(ctx, gw, desired, false)
-	switch {
-	case apierrors.IsConflict(err):
-		gatewayApplies.WithLabelValues(resultConflict).Inc()
-		return err
-	case err != nil:
-		gatewayApplies.WithLabelValues(resultError).Inc()
-		return err
-	}
-	return nil
-}
-
-// apply sends one server-side apply of the listeners, fenced by the
-// resourceVersion the fold read: if the Gateway changed since (a newer
-// leader folded it), the API server answers 409 and nothing is written.
-func (r *Reconciler) apply(ctx context.Context, gw *gwv1.Gateway, listeners []gwv1.Listener, dryRun bool) error {
-	spec := gwapply.GatewaySpec()
-	for _, l := range listeners {
-		ac := &gwapply.ListenerApplyConfiguration{}
-		if err := convert(l, ac); err != nil {
+		applied.WithSpec(spec)
+	} else {
+		spec := &gwapply.GatewaySpecApplyConfiguration{}
+		if err := convert(siblingSpec(t.head, append(slices.Clone(t.own), listeners...)), spec); err != nil {
 			return err
 		}
-		spec.WithListeners(ac)
+		applied.WithSpec(spec).
+			WithLabels(map[string]string{rules.PoolLabel: t.head.Name}).
+			WithOwnerReferences(metaapply.OwnerReference().
+				WithAPIVersion(gwv1.GroupVersion.String()).WithKind("Gateway").WithName(t.head.Name).WithUID(t.head.UID).WithController(true))
 	}
-	before := gw.ResourceVersion
-	applied := gwapply.Gateway(gw.Name, gw.Namespace).WithResourceVersion(before).WithSpec(spec)
-	opts := []client.ApplyOption{client.FieldOwner(rules.FieldManager), client.ForceOwnership}
+	before := ""
+	opts := []client.ApplyOption{client.FieldOwner(rules.FieldManager)}
+	if t.gw != nil {
+		before = t.gw.ResourceVersion
+		applied.WithResourceVersion(before)
+		opts = append(opts, client.ForceOwnership)
+	}
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
 	} else if err := r.fenced(); err != nil {
@@ -274,7 +375,11 @@ func (r *Reconciler) apply(ctx context.Context, gw *gwv1.Gateway, listeners []gw
 		result = resultNoop
 	}
 	gatewayApplies.WithLabelValues(result).Inc()
-	log.FromContext(ctx).Info("Applied listeners", "gateway", klog.KObj(gw), "listeners", len(listeners), "result", result)
+	log.FromContext(ctx).Info("Applied listeners", "gateway", t.key, "listeners", len(listeners), "result", result)
+	if t.gw == nil {
+		log.FromContext(ctx).Info("Created a Gateway for a pool", "gateway", klog.KObj(t.head), "sibling", t.key.Name)
+		r.Recorder.Eventf(t.head, nil, corev1.EventTypeNormal, "PoolGrew", "Fold", "Created Gateway %s for the pool: its Gateways had no room for the listeners folded into it", t.key.Name)
+	}
 	return nil
 }
 

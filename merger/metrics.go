@@ -41,6 +41,10 @@ var (
 		Name: "gatefold_merger_conflicts_total",
 		Help: "Fragment listeners whose Accepted condition became False, by reason (HostnameConflict, ProtocolConflict, RefNotPermitted, TooManyListeners, or a reason the Gateway implementation reported)",
 	}, []string{"reason"})
+	poolGateways = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gatefold_merger_pool_gateways",
+		Help: "Gateways in the pool a Gateway (namespace/name) heads: the head, its siblings, and those the last fold needs created",
+	}, []string{"gateway"})
 	listenersGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gatefold_merger_listeners",
 		Help: "Fragment listeners per Gateway (namespace/name) by state: folded, conflicted, too_many or ref_not_permitted",
@@ -48,13 +52,18 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(foldsTotal, gatewayApplies, gatewayStatusApplies, statusApplies, grantWrites, conflictsTotal, listenersGauge)
+	metrics.Registry.MustRegister(foldsTotal, gatewayApplies, gatewayStatusApplies, statusApplies, grantWrites, conflictsTotal, listenersGauge, poolGateways)
 }
 
 // recordListeners sets the per-state listener gauges of one Gateway, and
 // drops them when the Gateway is gone.
-func recordListeners(key types.NamespacedName, gw *gwv1.Gateway, res Result) {
-	if gw == nil {
+func recordListeners(key types.NamespacedName, in *Input, res Result) {
+	if in.Pool == nil {
+		poolGateways.DeleteLabelValues(key.String())
+	} else {
+		poolGateways.WithLabelValues(key.String()).Set(float64(1 + len(res.Siblings)))
+	}
+	if in.Gateway == nil {
 		listenersGauge.DeletePartialMatch(prometheus.Labels{"gateway": key.String()})
 		return
 	}

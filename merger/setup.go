@@ -36,6 +36,9 @@ type Options struct {
 	Debounce, DebounceMax time.Duration
 	// Resync is how often every Gateway is folded again without an event.
 	Resync time.Duration
+	// PoolGrace is how long a sibling of a pool stays with no folded
+	// listener before it is deleted.
+	PoolGrace time.Duration
 	// Fence, when set, fails while this replica may no longer lead: the
 	// merger then writes nothing.
 	Fence func() error
@@ -76,6 +79,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Recorder:               mgr.GetEventRecorder("gatefold-merger"),
 		ManageReferenceGrants:  opts.ManageReferenceGrants,
 		Resync:                 opts.Resync,
+		PoolGrace:              opts.PoolGrace,
 		Fence:                  opts.Fence,
 		ListenerSetControllers: opts.ListenerSetControllers,
 		debounce:               newDebouncer(opts.Debounce, opts.DebounceMax),
@@ -91,7 +95,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("merger").
-		Watches(&gwv1.Gateway{}, debounced(r.debounce, &handler.EnqueueRequestForObject{})).
+		Watches(&gwv1.Gateway{}, debounced(r.debounce, handler.EnqueueRequestsFromMapFunc(siblingsToHead))).
 		// Only spec changes matter: the merger's own status writes must not
 		// fold the Gateway again.
 		Watches(&v1alpha1.ListenerFragment{}, debounced(r.debounce, handler.EnqueueRequestsFromMapFunc(parentOfFragment)),

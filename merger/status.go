@@ -162,7 +162,7 @@ func fragmentStatus(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, since map[g
 			reason = v1alpha1.FragmentReasonListenersNotValid
 		}
 		st.Conditions = notAccepted(lf, reason,
-			fmt.Sprintf("Gateway %s has no room for the %s's %d listeners", gwKey, rules.KindOf(lf), len(outcomes))).Conditions
+			fmt.Sprintf("No room for the %s's %d listeners: %s", rules.KindOf(lf), len(outcomes), outcomes[0].Message)).Conditions
 	case folded == 0:
 		st.Conditions = notAccepted(lf, v1alpha1.FragmentReasonListenersNotValid,
 			"No listener could be folded: see status.listeners").Conditions

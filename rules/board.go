@@ -2,6 +2,7 @@ package rules
 
 import (
 	"maps"
+	"math"
 	"slices"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -16,11 +17,21 @@ type Board struct {
 	// ports holds, per port, the first holder of each group there.
 	ports map[gwv1.PortNumber][]Holder
 	count int
+	// limit is the most listeners Place puts on the board.
+	limit int
 }
 
 // NewBoard returns an empty board.
 func NewBoard() *Board {
-	return &Board{tuples: map[Tuple]Holder{}, ports: map[gwv1.PortNumber][]Holder{}}
+	return &Board{tuples: map[Tuple]Holder{}, ports: map[gwv1.PortNumber][]Holder{}, limit: MaxListeners}
+}
+
+// Unlimited returns b without the limit of MaxListeners: the board of a
+// pool, where a tuple is taken once for all its Gateways and each Gateway's
+// room is counted apart.
+func (b *Board) Unlimited() *Board {
+	b.limit = math.MaxInt
+	return b
 }
 
 // Clone returns a board that can be filled without changing b.
@@ -29,7 +40,7 @@ func (b *Board) Clone() *Board {
 	for p, hs := range b.ports {
 		ports[p] = slices.Clone(hs)
 	}
-	return &Board{tuples: maps.Clone(b.tuples), ports: ports, count: b.count}
+	return &Board{tuples: maps.Clone(b.tuples), ports: ports, count: b.count, limit: b.limit}
 }
 
 // Len is how many listeners the board holds.
@@ -51,14 +62,21 @@ func (b *Board) Take(h Holder) {
 
 // Conflict returns why e cannot join the board, or nil. A port conflict is
 // reported before a duplicate tuple: it is the one the user must fix first.
-func (b *Board) Conflict(e Entry) *Conflict {
-	for _, h := range b.ports[e.Port] {
-		if !CanSharePort(GroupOf(e.Protocol), GroupOf(h.Entry.Protocol)) {
-			return ConflictOf(e, h)
+func (b *Board) Conflict(e Entry) *Conflict { return conflictOf(e, b) }
+
+// conflictOf is Conflict on the union of the boards, read in order.
+func conflictOf(e Entry, boards ...*Board) *Conflict {
+	for _, b := range boards {
+		for _, h := range b.ports[e.Port] {
+			if !CanSharePort(GroupOf(e.Protocol), GroupOf(h.Entry.Protocol)) {
+				return ConflictOf(e, h)
+			}
 		}
 	}
-	if h, taken := b.tuples[e.Tuple()]; taken {
-		return ConflictOf(e, h)
+	for _, b := range boards {
+		if h, taken := b.tuples[e.Tuple()]; taken {
+			return ConflictOf(e, h)
+		}
 	}
 	return nil
 }

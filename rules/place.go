@@ -19,6 +19,15 @@ type Placement struct {
 // Placed says whether the listener took its place.
 func (p Placement) Placed() bool { return p.Reason == gwv1.ListenerEntryReasonAccepted }
 
+// Trial is what placing a source on a board found before room is counted:
+// each listener left out and why, and the listeners that may take a place.
+type Trial struct {
+	Placements []Placement
+	// Fits are the indexes of the listeners that neither conflict nor lack
+	// a grant.
+	Fits []int
+}
+
 // Place places the listeners of lf, a fragment or ListenerSet, on the board
 // of Gateway gateway, as the fold does, and returns what became of each. A
 // listener whose certificate no ReferenceGrant allows (grants are by
@@ -29,39 +38,63 @@ func (p Placement) Placed() bool { return p.Reason == gwv1.ListenerEntryReasonAc
 //
 // The fold places every source this way; admission places ListenerSets this
 // way too, since a ListenerSet is stored whatever it conflicts with, and
-// only what it places may deny a fragment.
+// only what it places may deny a fragment. A pool's fold tries sources on one
+// board for the whole pool and counts room per Gateway itself (Try, Commit).
 func (b *Board) Place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant, gateway string) []Placement {
+	t := b.Try(lf, grants, gateway)
+	if b.Len()+len(t.Fits) > b.limit {
+		return t.NoRoom(TooManyListenersMessage(gateway, b.Len(), KindOf(lf), len(t.Fits)))
+	}
+	return b.Commit(lf, t, t.Fits, gateway)
+}
+
+// Try decides every listener of lf but room, and changes nothing: see Place.
+func (b *Board) Try(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant, gateway string) Trial {
 	kind := KindOf(lf)
-	out := make([]Placement, len(lf.Spec.Listeners))
-	local := b.Clone()
-	var fits []int
+	t := Trial{Placements: make([]Placement, len(lf.Spec.Listeners))}
+	mine := NewBoard()
 	for i, l := range lf.Spec.Listeners {
 		// Checked on every fold, not only at admission: a revoked grant
 		// withdraws the listener.
 		if refs := UngrantedRefs(kind, lf.Namespace, i, l, grants); len(refs) > 0 {
-			out[i] = Placement{Reason: gwv1.ListenerEntryReasonRefNotPermitted, Message: RefNotPermittedMessage(kind, lf.Namespace, refs[0])}
+			t.Placements[i] = Placement{Reason: gwv1.ListenerEntryReasonRefNotPermitted, Message: RefNotPermittedMessage(kind, lf.Namespace, refs[0])}
 			continue
 		}
 		e := EntryOf(l.Port, l.Protocol, l.Hostname)
-		if c := local.Conflict(e); c != nil {
-			out[i] = Placement{Reason: gwv1.ListenerEntryConditionReason(c.Reason), Message: c.Message(e, gateway, lf.Namespace)}
+		if c := conflictOf(e, b, mine); c != nil {
+			t.Placements[i] = Placement{Reason: gwv1.ListenerEntryConditionReason(c.Reason), Message: c.Message(e, gateway, lf.Namespace)}
 			continue
 		}
-		local.Take(HolderOf(lf, l))
-		fits = append(fits, i)
+		mine.Take(HolderOf(lf, l))
+		t.Fits = append(t.Fits, i)
 	}
-	if b.Len()+len(fits) > MaxListeners {
-		for _, i := range fits {
-			out[i] = Placement{Reason: gwv1.ListenerEntryReasonTooManyListeners,
-				Message: fmt.Sprintf("Gateway %s has %d of its %d listeners taken and this %s needs %d: move it to another Gateway or remove listeners",
-					gateway, b.Len(), MaxListeners, kind, len(fits))}
-		}
-		return out
-	}
-	*b = *local
+	return t
+}
+
+// Commit puts the listeners of t with the given indexes (t.Fits, or the part
+// of it that has room after NoRoom marked all of it) on the board, folded
+// into Gateway on, and returns t's placements.
+func (b *Board) Commit(lf *v1alpha1.ListenerFragment, t Trial, fits []int, on string) []Placement {
 	for _, i := range fits {
-		out[i] = Placement{Reason: gwv1.ListenerEntryReasonAccepted,
-			Message: fmt.Sprintf("Folded into Gateway %s as listener %q", gateway, GatewayListenerName(lf, lf.Spec.Listeners[i].Name))}
+		l := lf.Spec.Listeners[i]
+		b.Take(HolderOf(lf, l))
+		t.Placements[i] = Placement{Reason: gwv1.ListenerEntryReasonAccepted,
+			Message: fmt.Sprintf("Folded into Gateway %s as listener %q", on, GatewayListenerName(lf, l.Name))}
 	}
-	return out
+	return t.Placements
+}
+
+// NoRoom leaves out every listener of t.Fits with TooManyListeners and msg.
+func (t Trial) NoRoom(msg string) []Placement {
+	for _, i := range t.Fits {
+		t.Placements[i] = Placement{Reason: gwv1.ListenerEntryReasonTooManyListeners, Message: msg}
+	}
+	return t.Placements
+}
+
+// TooManyListenersMessage says that Gateway gateway, with taken of its
+// MaxListeners taken, has no room for a source of kind that needs need.
+func TooManyListenersMessage(gateway string, taken int, kind string, need int) string {
+	return fmt.Sprintf("Gateway %s has %d of its %d listeners taken and this %s needs %d: move it to another Gateway, remove listeners, or let the Gateway's owner make it a pool (annotation %s: \"true\")",
+		gateway, taken, MaxListeners, kind, need, PoolAnnotation)
 }

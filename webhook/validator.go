@@ -109,6 +109,10 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 	base := rules.NewBoard()
 	if gw == nil {
 		warnings = append(warnings, fmt.Sprintf("Gateway %s does not exist yet: the listeners are claimed and folded once it is created", gwKey))
+	} else if head, sibling := rules.HeadOf(gw); sibling {
+		// Its listeners are the pool's to place: a fragment names the head.
+		return nil, invalid(lf, field.ErrorList{field.Invalid(field.NewPath("spec", "parentRef", "name"), lf.Spec.ParentRef.Name,
+			fmt.Sprintf("Gateway %s is one gatefold created for the pool of Gateway %s: set spec.parentRef.name to %s, and gatefold places the listeners on a Gateway of the pool (status.listeners[].gateway says which)", gwKey, head, head.Name))})
 	} else {
 		labels, _, err := view.namespaceLabels(ctx, lf.Namespace)
 		if err != nil {
@@ -174,6 +178,11 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv
 	}
 	fragments = append(fragments, listenerSets...)
 	b := rules.OwnBoard(rules.OwnListeners(gw, rules.ManagedListeners(gw), fragments))
+	if rules.PoolHead(gw) {
+		// A tuple is taken once per pool, and a pool grows: whatever the
+		// head's room, every stored source the fold places holds its tuples.
+		b.Unlimited()
+	}
 	placed, err := view.placed(ctx, gw, fragments)
 	if err != nil {
 		// Another tenant's namespace: the requester is not told which.

@@ -65,6 +65,7 @@ func (o *managerOptions) bindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.merger.Debounce, "merger-debounce", 200*time.Millisecond, "How long a Gateway's events must stay quiet before it is folded: a burst of fragment changes costs one Gateway write")
 	fs.DurationVar(&o.merger.DebounceMax, "merger-debounce-max", 10*time.Second, "The longest a burst of events delays a Gateway's fold, however busy it stays")
 	fs.DurationVar(&o.merger.Resync, "merger-resync-period", 10*time.Minute, "How often every Gateway is folded again without an event, which repairs statuses someone else changed; a current one writes nothing")
+	fs.DurationVar(&o.merger.PoolGrace, "pool-sibling-grace", 5*time.Minute, "How long a Gateway gatefold created for a pool (annotation gatefold.dev/pool: \"true\" on its head) stays with no folded listener before gatefold deletes it")
 	fs.Func("listenerset-controllers", "Comma-separated controllerNames of GatewayClasses whose ListenerSets gatefold folds into their Gateways, for implementations without ListenerSet support (e.g. traefik.io/gateway-controller); a class whose status lists the ListenerSet feature is left alone. Empty, ListenerSets are neither watched nor read", func(v string) error {
 		for _, c := range strings.Split(v, ",") {
 			if c = strings.TrimSpace(c); c != "" {

@@ -1,0 +1,240 @@
+package merger
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
+)
+
+// Pool is the rest of the pool a Gateway heads (rules.PoolAnnotation): the
+// siblings gatefold created from it.
+type Pool struct {
+	// Siblings are the pool's other Gateways, in pool order (by the number
+	// their names end with), none being deleted.
+	Siblings []Sibling
+	// NoGrowth says why the pool may not create another sibling, empty when
+	// it may: the head is no longer marked, or the API server refused one.
+	NoGrowth string
+	// Names are the names of every Gateway in the head's namespace: a new
+	// sibling takes the first name free.
+	Names sets.Set[string]
+}
+
+// Sibling is a Gateway gatefold created for a pool, as read.
+type Sibling struct {
+	Gateway *gwv1.Gateway
+	// Managed are the listeners gatefold applied to it: the head's own ones
+	// it carries too, and the folded ones.
+	Managed sets.Set[gwv1.SectionName]
+	// CarriedSince is Input.CarriedSince for this Gateway.
+	CarriedSince map[gwv1.SectionName]int64
+}
+
+// SiblingListeners is what the fold decided for one sibling of a pool.
+type SiblingListeners struct {
+	Name string
+	// Gateway and Managed are the sibling as read; Gateway is nil for one
+	// to create.
+	Gateway *gwv1.Gateway
+	Managed sets.Set[gwv1.SectionName]
+	// Listeners are the listeners folded into it, besides the head's own
+	// listeners it carries; none for a sibling that is left empty.
+	Listeners []gwv1.Listener
+}
+
+// pool is the Gateways one fold fills. A Gateway that heads no pool is a
+// pool of one room whose board keeps the MaxListeners limit, so it folds as
+// it always has: precedence alone decides who gets the room. In a real pool
+// a tuple is taken once for all rooms (one unlimited board), each room's
+// room is counted apart, and a folded source stays where it is.
+type pool struct {
+	board  *rules.Board
+	rooms  []*room
+	pooled bool
+	// stays are the rooms that carry a source's listeners now.
+	stays    map[rules.Source]stay
+	noGrowth string
+	names    sets.Set[string]
+	head     *gwv1.Gateway
+	own      int
+}
+
+// room is one Gateway of a pool as the fold fills it.
+type room struct {
+	gw      *gwv1.Gateway // a placeholder for a sibling to create
+	exists  bool
+	managed sets.Set[gwv1.SectionName]
+	since   map[gwv1.SectionName]int64
+	// taken counts the listeners it holds; reserved those of the sources
+	// that stay on it and are not placed yet.
+	taken, reserved int
+	listeners       []gwv1.Listener
+}
+
+func (r *room) free() int { return rules.MaxListeners - r.taken - r.reserved }
+
+// stay is where a source's listeners are now: the room that carries most of
+// them, and which ones.
+type stay struct {
+	room    int
+	carried sets.Set[gwv1.SectionName]
+}
+
+func newPool(in *Input, own []gwv1.Listener, sources []v1alpha1.ListenerFragment) *pool {
+	head := &room{gw: in.Gateway, exists: true, managed: in.Managed, since: in.CarriedSince, taken: len(own)}
+	p := &pool{board: rules.OwnBoard(own), rooms: []*room{head}, head: in.Gateway, own: len(own)}
+	if in.Pool == nil {
+		return p
+	}
+	p.pooled, p.noGrowth, p.names = true, in.Pool.NoGrowth, in.Pool.Names
+	p.board.Unlimited()
+	for _, s := range in.Pool.Siblings {
+		// Listeners someone else added to a sibling are its own too.
+		foreign := rules.OwnListeners(s.Gateway, s.Managed, sources)
+		for _, l := range foreign {
+			p.board.Take(rules.Holder{Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)})
+		}
+		p.rooms = append(p.rooms, &room{gw: s.Gateway, exists: true, managed: s.Managed, since: s.CarriedSince, taken: len(own) + len(foreign)})
+	}
+	p.stays = stays(p.rooms, sources)
+	for _, s := range p.stays {
+		p.rooms[s.room].reserved += s.carried.Len()
+	}
+	return p
+}
+
+// stays finds, for every source, the room that carries most of its
+// listeners now (the first of equals).
+func stays(rooms []*room, sources []v1alpha1.ListenerFragment) map[rules.Source]stay {
+	on := map[gwv1.SectionName]int{}
+	for i, r := range rooms {
+		for _, l := range r.gw.Spec.Listeners {
+			if r.managed.Has(l.Name) {
+				on[l.Name] = i
+			}
+		}
+	}
+	out := map[rules.Source]stay{}
+	for i := range sources {
+		lf := &sources[i]
+		carried := map[int]sets.Set[gwv1.SectionName]{}
+		for _, l := range lf.Spec.Listeners {
+			if r, ok := on[rules.GatewayListenerName(lf, l.Name)]; ok {
+				if carried[r] == nil {
+					carried[r] = sets.New[gwv1.SectionName]()
+				}
+				carried[r].Insert(l.Name)
+			}
+		}
+		best := -1
+		for r := range rooms {
+			if carried[r].Len() > 0 && (best < 0 || carried[r].Len() > carried[best].Len()) {
+				best = r
+			}
+		}
+		if best >= 0 {
+			out[rules.SourceOf(lf)] = stay{room: best, carried: carried[best]}
+		}
+	}
+	return out
+}
+
+// place places a source's listeners and returns what became of each, and
+// the room it landed in (the head when none landed).
+func (p *pool) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant) ([]rules.Placement, *room) {
+	if !p.pooled {
+		return p.board.Place(lf, grants, gatewayKey(p.head)), p.rooms[0]
+	}
+	t := p.board.Try(lf, grants, gatewayKey(p.head))
+	s, stays := p.stays[rules.SourceOf(lf)]
+	if stays {
+		p.rooms[s.room].reserved -= s.carried.Len()
+	}
+	if len(t.Fits) == 0 {
+		return t.Placements, p.rooms[0]
+	}
+	if stays {
+		// Sticky: a folded source never moves while its Gateway has room for
+		// what it carries there, so its traffic is never cut over.
+		r := p.rooms[s.room]
+		if len(t.Fits) <= r.free() {
+			return p.commit(lf, t, t.Fits, s.room), r
+		}
+		var kept []int
+		for _, i := range t.Fits {
+			if s.carried.Has(lf.Spec.Listeners[i].Name) {
+				kept = append(kept, i)
+			}
+		}
+		if len(kept) > 0 && len(kept) <= r.free() {
+			t.NoRoom(fmt.Sprintf("Gateway %s, which carries this %s's other listeners, has no room for %d more: a folded %s does not move to another Gateway of the pool, so that its traffic is never cut over; put these listeners in a new %s, or free room on %s",
+				gatewayKey(r.gw), rules.KindOf(lf), len(t.Fits)-len(kept), rules.KindOf(lf), rules.KindOf(lf), gatewayKey(r.gw)))
+			return p.commit(lf, t, kept, s.room), r
+		}
+		// Not even what it carries fits any more (the head's own
+		// listeners grew): it moves whole, as a new source would.
+	}
+	need := len(t.Fits)
+	if need > rules.MaxListeners-p.own {
+		return t.NoRoom(fmt.Sprintf("This %s needs %d listeners, and a Gateway of the pool of %s holds at most %d besides the head's %d own: split it",
+			rules.KindOf(lf), need, gatewayKey(p.head), rules.MaxListeners-p.own, p.own)), p.rooms[0]
+	}
+	candidates := len(p.rooms)
+	if rules.KindOf(lf) == rules.KindListenerSet {
+		// A ListenerSet's listeners belong to the Gateway it names.
+		candidates = 1
+	}
+	for i := range candidates {
+		if need <= p.rooms[i].free() {
+			return p.commit(lf, t, t.Fits, i), p.rooms[i]
+		}
+	}
+	switch {
+	case rules.KindOf(lf) == rules.KindListenerSet:
+		return t.NoRoom(fmt.Sprintf("Gateway %s has %d of its %d listeners taken and this ListenerSet needs %d: a ListenerSet's listeners stay on the Gateway it names, even one that heads a pool; remove listeners, or use ListenerFragments, which the pool spreads",
+			gatewayKey(p.head), p.rooms[0].taken+p.rooms[0].reserved, rules.MaxListeners, need)), p.rooms[0]
+	case p.noGrowth != "":
+		return t.NoRoom(fmt.Sprintf("The %d Gateways of the pool of %s have no room for this %s's %d listeners, and the pool does not grow: %s",
+			len(p.rooms), gatewayKey(p.head), rules.KindOf(lf), need, p.noGrowth)), p.rooms[0]
+	}
+	i := p.grow()
+	return p.commit(lf, t, t.Fits, i), p.rooms[i]
+}
+
+// grow adds a room for a sibling to create, named by the first number free.
+func (p *pool) grow() int {
+	taken := p.names.Clone()
+	for _, r := range p.rooms {
+		taken.Insert(r.gw.Name)
+	}
+	n := 2
+	for taken.Has(rules.SiblingName(p.head.Name, n)) {
+		n++
+	}
+	gw := &gwv1.Gateway{}
+	gw.Namespace, gw.Name = p.head.Namespace, rules.SiblingName(p.head.Name, n)
+	p.rooms = append(p.rooms, &room{gw: gw, taken: p.own})
+	return len(p.rooms) - 1
+}
+
+func (p *pool) commit(lf *v1alpha1.ListenerFragment, t rules.Trial, fits []int, i int) []rules.Placement {
+	p.rooms[i].taken += len(fits)
+	return p.board.Commit(lf, t, fits, gatewayKey(p.rooms[i].gw))
+}
+
+// siblings returns what the fold decided for every sibling, in pool order.
+func (p *pool) siblings() []SiblingListeners {
+	var out []SiblingListeners
+	for _, r := range p.rooms[1:] {
+		s := SiblingListeners{Name: r.gw.Name, Managed: r.managed, Listeners: r.listeners}
+		if r.exists {
+			s.Gateway = r.gw
+		}
+		out = append(out, s)
+	}
+	return out
+}

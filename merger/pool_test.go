@@ -1,0 +1,255 @@
+package merger
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
+)
+
+// poolHead is the Gateway infra/shared marked as a pool's head, with one own
+// HTTP listener (a redirect, say) that every sibling carries too.
+func poolHead() *gwv1.Gateway {
+	gw := gateway(gwv1.NamespacesFromAll, own("http", 80, gwv1.HTTPProtocolType, ""))
+	gw.Annotations = map[string]string{rules.PoolAnnotation: "true"}
+	return gw
+}
+
+// routes are n one-listener HTTPS fragments, the i-th created at second
+// first+i.
+func routes(first, n int) []v1alpha1.ListenerFragment {
+	var out []v1alpha1.ListenerFragment
+	for i := first; i < first+n; i++ {
+		out = append(out, fragment("shop", fmt.Sprintf("r%04d", i), i, entry("web", 443, gwv1.HTTPSProtocolType, fmt.Sprintf("r%04d.example.com", i))))
+	}
+	return out
+}
+
+// carrying returns a Gateway of the pool that carries the fragments'
+// listeners as an earlier fold left them, and its managed set.
+func carrying(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], fragments ...v1alpha1.ListenerFragment) (*gwv1.Gateway, sets.Set[gwv1.SectionName]) {
+	if managed == nil {
+		managed = sets.New[gwv1.SectionName]()
+	}
+	for _, lf := range fragments {
+		for _, l := range lf.Spec.Listeners {
+			gw.Spec.Listeners = append(gw.Spec.Listeners, Listener(&lf, l))
+			managed.Insert(rules.GatewayListenerName(&lf, l.Name))
+		}
+	}
+	return gw, managed
+}
+
+func sibling(n int) *gwv1.Gateway {
+	gw := poolHead()
+	gw.Name, gw.Annotations = rules.SiblingName("shared", n), nil
+	return gw
+}
+
+// landing says on which Gateway each folded fragment landed, by name.
+func landing(r Result) map[string]string {
+	out := map[string]string{}
+	for _, o := range r.Outcomes {
+		if o.Folded() {
+			out[o.Fragment.Name] = o.Gateway
+		}
+	}
+	return out
+}
+
+// perGateway counts the fragment listeners folded into each Gateway.
+func perGateway(r Result) map[string]int {
+	out := map[string]int{"shared": len(r.Listeners)}
+	for _, s := range r.Siblings {
+		out[s.Name] = len(s.Listeners)
+	}
+	return out
+}
+
+func TestPoolPlacement(t *testing.T) {
+	tests := map[string]struct {
+		input func() Input
+		// per is the listeners per Gateway; landed, where some fragments
+		// landed; reasons, outcomes that are not Accepted.
+		per     map[string]int
+		landed  map[string]string
+		reasons map[string]string
+	}{
+		"1,000 one-listener fragments fill ⌈1000/63⌉ Gateways in order, none stuck": {
+			input: func() Input {
+				return Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Pool: &Pool{Names: sets.New("shared")}, Fragments: routes(0, 1000)}
+			},
+			per: func() map[string]int {
+				m := map[string]int{"shared": 63}
+				for n := 2; n <= 15; n++ {
+					m[rules.SiblingName("shared", n)] = 63
+				}
+				m["shared-16"] = 1000 - 15*63
+				return m
+			}(),
+			landed: map[string]string{"r0000": "shared", "r0062": "shared", "r0063": "shared-2", "r0999": "shared-16"},
+		},
+		"a folded fragment stays where it is when an older one arrives": {
+			input: func() Input {
+				head, managed := carrying(poolHead(), nil, routes(1, 63)...)
+				sib, sibManaged := carrying(sibling(2), sets.New[gwv1.SectionName]("http"), routes(64, 2)...)
+				// r0000 is older than all, and new: it must not push r0063 out.
+				return Input{Gateway: head, Managed: managed, Fragments: routes(0, 66),
+					Pool: &Pool{Names: sets.New("shared", "shared-2"), Siblings: []Sibling{{Gateway: sib, Managed: sibManaged}}}}
+			},
+			per:    map[string]int{"shared": 63, "shared-2": 3},
+			landed: map[string]string{"r0000": "shared-2", "r0001": "shared", "r0063": "shared", "r0064": "shared-2", "r0065": "shared-2"},
+		},
+		"room a deleted fragment freed is taken by the next new one": {
+			input: func() Input {
+				all := routes(0, 70)
+				kept := append(append([]v1alpha1.ListenerFragment{}, all[:10]...), all[11:63]...) // r0010 deleted
+				head, managed := carrying(poolHead(), nil, kept...)
+				sib, sibManaged := carrying(sibling(2), sets.New[gwv1.SectionName]("http"), all[63:69]...)
+				fragments := append(append([]v1alpha1.ListenerFragment{}, kept...), all[63:]...)
+				return Input{Gateway: head, Managed: managed, Fragments: fragments,
+					Pool: &Pool{Names: sets.New("shared", "shared-2"), Siblings: []Sibling{{Gateway: sib, Managed: sibManaged}}}}
+			},
+			per:    map[string]int{"shared": 63, "shared-2": 6},
+			landed: map[string]string{"r0069": "shared", "r0063": "shared-2"},
+		},
+		"a tuple is taken once per pool": {
+			input: func() Input {
+				head, managed := carrying(poolHead(), nil, routes(0, 63)...)
+				dup := fragment("blog", "dup", 100, entry("web", 443, gwv1.HTTPSProtocolType, "r0005.example.com"))
+				return Input{Gateway: head, Managed: managed, Fragments: append(routes(0, 63), dup), Pool: &Pool{Names: sets.New("shared")}}
+			},
+			per:     map[string]int{"shared": 63},
+			reasons: map[string]string{"blog/dup/web": "HostnameConflict"},
+		},
+		"a sibling's name someone else took is skipped": {
+			input: func() Input {
+				return Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Fragments: routes(0, 64), Pool: &Pool{Names: sets.New("shared", "shared-2")}}
+			},
+			per:    map[string]int{"shared": 63, "shared-3": 1},
+			landed: map[string]string{"r0063": "shared-3"},
+		},
+		"a pool that may not grow says why": {
+			input: func() Input {
+				return Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Fragments: routes(0, 64),
+					Pool: &Pool{Names: sets.New("shared"), NoGrowth: "the API server refused to create Gateway infra/shared-2 (quota)"}}
+			},
+			per:     map[string]int{"shared": 63},
+			reasons: map[string]string{"shop/r0063/web": "TooManyListeners: The 1 Gateways of the pool of infra/shared have no room for this ListenerFragment's 1 listeners, and the pool does not grow: the API server refused to create Gateway infra/shared-2 (quota)"},
+		},
+		"an unmarked Gateway still says TooManyListeners": {
+			input: func() Input {
+				gw := poolHead()
+				gw.Annotations = nil
+				return Input{Gateway: gw, Managed: sets.New[gwv1.SectionName](), Fragments: routes(0, 64)}
+			},
+			per:     map[string]int{"shared": 63},
+			reasons: map[string]string{"shop/r0063/web": `TooManyListeners: Gateway infra/shared has 64 of its 64 listeners taken and this ListenerFragment needs 1: move it to another Gateway, remove listeners, or let the Gateway's owner make it a pool (annotation gatefold.dev/pool: "true")`},
+		},
+		"a folded fragment that grows past its Gateway's room keeps what it has": {
+			input: func() Input {
+				fs := routes(0, 63)
+				head, managed := carrying(poolHead(), nil, fs...)
+				fs[5].Spec.Listeners = append(fs[5].Spec.Listeners, entry("api", 443, gwv1.HTTPSProtocolType, "api.r0005.example.com"))
+				fs[5].Generation = 2
+				return Input{Gateway: head, Managed: managed, Fragments: fs, Pool: &Pool{Names: sets.New("shared")}}
+			},
+			per:     map[string]int{"shared": 63},
+			landed:  map[string]string{"r0005": "shared"},
+			reasons: map[string]string{"shop/r0005/api": "TooManyListeners: Gateway infra/shared, which carries this ListenerFragment's other listeners, has no room for 1 more: a folded ListenerFragment does not move to another Gateway of the pool, so that its traffic is never cut over; put these listeners in a new ListenerFragment, or free room on infra/shared"},
+		},
+		"a fragment too big for any Gateway of the pool is told to split": {
+			input: func() Input {
+				var ls []gwv1.ListenerEntry
+				for i := range 64 {
+					ls = append(ls, entry(fmt.Sprintf("l%d", i), 443, gwv1.HTTPSProtocolType, fmt.Sprintf("h%d.example.com", i)))
+				}
+				return Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Fragments: []v1alpha1.ListenerFragment{fragment("shop", "big", 0, ls...)}, Pool: &Pool{Names: sets.New("shared")}}
+			},
+			per:     map[string]int{"shared": 0},
+			reasons: map[string]string{"shop/big": "TooManyListeners: This ListenerFragment needs 64 listeners, and a Gateway of the pool of infra/shared holds at most 63 besides the head's 1 own: split it"},
+		},
+		"a ListenerSet stays on the Gateway it names": {
+			input: func() Input {
+				head, managed := carrying(poolHead(), nil, routes(0, 63)...)
+				ls := listenerSet("shop", "set", 100, entry("web", 443, gwv1.HTTPSProtocolType, "set.example.com"))
+				return Input{Gateway: head, Managed: managed, Fragments: append(routes(0, 63), ls), Pool: &Pool{Names: sets.New("shared")}}
+			},
+			per:     map[string]int{"shared": 63},
+			reasons: map[string]string{"ListenerSet shop/set/web": "TooManyListeners: Gateway infra/shared has 64 of its 64 listeners taken and this ListenerSet needs 1: a ListenerSet's listeners stay on the Gateway it names, even one that heads a pool; remove listeners, or use ListenerFragments, which the pool spreads"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			in := tc.input()
+			r := Fold(in)
+			checkInvariants(t, in, r)
+			if diff := cmp.Diff(tc.per, perGateway(r)); diff != "" {
+				t.Errorf("Listeners per Gateway (-want +got):\n%s", diff)
+			}
+			got := landing(r)
+			for f, gw := range tc.landed {
+				if got[f] != gw {
+					t.Errorf("%s landed on %q, want %q", f, got[f], gw)
+				}
+			}
+			for i, line := range outcomes(r) {
+				key, reason, _ := strings.Cut(line, ": ")
+				want, listed := tc.reasons[key]
+				if src := key[:strings.LastIndex(key, "/")]; !listed {
+					want, listed = tc.reasons[src] // one for all its listeners
+				}
+				got := reason + ": " + r.Outcomes[i].Message
+				switch {
+				case !listed && reason != "Accepted":
+					t.Errorf("Unexpected outcome %s", got)
+				case listed && want != reason && want != got:
+					t.Errorf("%s:\n got %s\nwant %s", key, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestPoolStatusNamesTheLandedGateway: a route controller reads where each
+// listener landed from the fragment's status.
+func TestPoolStatusNamesTheLandedGateway(t *testing.T) {
+	in := Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Pool: &Pool{Names: sets.New("shared")}, Fragments: routes(0, 64)}
+	r := Fold(in)
+	st := r.Statuses[fragmentKey("shop", "r0063")]
+	if len(st.Listeners) != 1 || st.Listeners[0].Gateway == nil {
+		t.Fatalf("No Gateway in the status: %+v", st)
+	}
+	want := v1alpha1.GatewayListenerReference{Namespace: "infra", Name: "shared-2", ListenerName: rules.GatewayListenerName(&in.Fragments[63], "web")}
+	if diff := cmp.Diff(want, *st.Listeners[0].Gateway); diff != "" {
+		t.Errorf("Landed Gateway (-want +got):\n%s", diff)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, string(v1alpha1.FragmentConditionAccepted)); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "infra/shared-2") {
+		t.Errorf("Accepted = %+v, want True naming infra/shared-2", c)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, string(v1alpha1.FragmentConditionProgrammed)); c == nil || c.Reason != string(v1alpha1.FragmentReasonPending) {
+		t.Errorf("Programmed = %+v, want Pending until the new Gateway's implementation reports", c)
+	}
+}
+
+// TestPoolSiblingIsNoParent: a fragment that names a sibling is told to
+// name the head, and nothing folds into the sibling.
+func TestPoolSiblingIsNoParent(t *testing.T) {
+	in := Input{Gateway: sibling(2), Managed: sets.New[gwv1.SectionName](), Fragments: routes(0, 1),
+		Head: &types.NamespacedName{Namespace: "infra", Name: "shared"}}
+	r := Fold(in)
+	checkInvariants(t, in, r)
+	c := meta.FindStatusCondition(r.Statuses[fragmentKey("shop", "r0000")].Conditions, string(v1alpha1.FragmentConditionAccepted))
+	if c == nil || c.Reason != string(v1alpha1.FragmentReasonNotAllowed) || !strings.Contains(c.Message, "set spec.parentRef.name to shared") {
+		t.Errorf("Accepted = %+v, want NotAllowed telling to name shared", c)
+	}
+}

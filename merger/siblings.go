@@ -1,0 +1,168 @@
+package merger
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/rules"
+)
+
+// The merger reads and writes a pool's siblings here; where sources land is
+// the fold's (pool.go).
+
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=create;delete
+
+// readPool adds to in the pool the Gateway heads: its siblings and the
+// names taken in its namespace. A Gateway that is not marked and has no
+// siblings heads none. One no longer marked keeps its siblings, and what
+// they carry, but does not grow, and lets them empty.
+func (r *Reconciler) readPool(ctx context.Context, in *Input) error {
+	gw := in.Gateway
+	list := &gwv1.GatewayList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(gw.Namespace), client.DisableReadYourWritesConsistency); err != nil {
+		return fmt.Errorf("listing the Gateways of namespace %s: %w", gw.Namespace, err)
+	}
+	p := &Pool{Names: sets.New[string]()}
+	for i := range list.Items {
+		sib := &list.Items[i]
+		p.Names.Insert(sib.Name)
+		if !rules.SiblingOf(sib, gw) || !sib.DeletionTimestamp.IsZero() {
+			continue
+		}
+		managed := rules.ManagedListeners(sib)
+		p.Siblings = append(p.Siblings, Sibling{Gateway: sib, Managed: managed,
+			CarriedSince: r.carried.observe(client.ObjectKeyFromObject(sib), sib, managed)})
+	}
+	if !rules.PoolHead(gw) && len(p.Siblings) == 0 {
+		return nil
+	}
+	slices.SortFunc(p.Siblings, func(a, b Sibling) int {
+		return rules.SiblingIndex(gw.Name, a.Gateway.Name) - rules.SiblingIndex(gw.Name, b.Gateway.Name)
+	})
+	p.NoGrowth = r.pools.recall(client.ObjectKeyFromObject(gw), time.Now())
+	if !rules.PoolHead(gw) {
+		p.NoGrowth = fmt.Sprintf("Gateway %s is no longer marked %s: \"true\"", gatewayKey(gw), rules.PoolAnnotation)
+	}
+	in.Pool = p
+	return nil
+}
+
+// prune deletes the siblings that have carried no folded listener for the
+// grace period, and returns when to look again at those that will. A
+// sibling this fold wrote is left for the next: the delete is fenced by the
+// resourceVersion the fold read.
+func (r *Reconciler) prune(ctx context.Context, in *Input, res Result) (time.Duration, error) {
+	var next time.Duration
+	now := time.Now()
+	for _, t := range targets(in, res)[1:] {
+		if t.gw == nil || len(t.listeners) > 0 || t.changed() {
+			r.pools.filled(t.key)
+			continue
+		}
+		left := r.PoolGrace - now.Sub(r.pools.empty(t.key, now))
+		if left > 0 {
+			if next == 0 || left < next {
+				next = left
+			}
+			continue
+		}
+		if err := r.fenced(); err != nil {
+			return 0, err
+		}
+		err := r.Client.Delete(ctx, t.gw, client.Preconditions{UID: ptr.To(t.gw.UID), ResourceVersion: ptr.To(t.gw.ResourceVersion)})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return 0, fmt.Errorf("deleting Gateway %s, an empty sibling in the pool of %s: %w", t.key, klog.KObj(in.Gateway), err)
+		default:
+			log.FromContext(ctx).Info("Deleted an empty Gateway of a pool", "gateway", klog.KObj(in.Gateway), "sibling", t.key.Name, "emptyFor", r.PoolGrace)
+			r.Recorder.Eventf(in.Gateway, nil, corev1.EventTypeNormal, "PoolShrank", "Fold", "Deleted Gateway %s of the pool: it carried no folded listener for %s", t.key.Name, r.PoolGrace)
+		}
+		r.pools.filled(t.key)
+		r.carried.forget(t.key)
+	}
+	return next, nil
+}
+
+// siblingsToHead maps a Gateway event to the Gateway to fold: a sibling's
+// changes (its implementation's status, above all) matter to its head's
+// pool; a sibling itself is folded too, to answer fragments that name it.
+func siblingsToHead(_ context.Context, o client.Object) []reconcile.Request {
+	out := []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+	if head, ok := rules.HeadOf(o.(*gwv1.Gateway)); ok {
+		out = append(out, reconcile.Request{NamespacedName: head})
+	}
+	return out
+}
+
+// poolMemo remembers, per pool head, a refused sibling (the pool does not
+// grow for refusalTTL), and since when each sibling has been empty.
+type poolMemo struct {
+	mu         sync.Mutex
+	refused    map[types.NamespacedName]growthRefusal
+	emptySince map[types.NamespacedName]time.Time
+}
+
+type growthRefusal struct {
+	msg string
+	at  time.Time
+}
+
+// refuse remembers that the API server refused the pool's new sibling, and
+// returns what the fragments that needed it are told.
+func (m *poolMemo) refuse(head types.NamespacedName, sibling string, err error, now time.Time) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.refused == nil {
+		m.refused = map[types.NamespacedName]growthRefusal{}
+	}
+	msg := fmt.Sprintf("the API server refused to create Gateway %s/%s (%v); gatefold tries again within %s", head.Namespace, sibling, err, refusalTTL)
+	m.refused[head] = growthRefusal{msg: msg, at: now}
+	return msg
+}
+
+// recall returns why the pool may not grow, while a refusal holds.
+func (m *poolMemo) recall(head types.NamespacedName, now time.Time) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g, ok := m.refused[head]
+	if !ok || now.Sub(g.at) >= refusalTTL {
+		delete(m.refused, head)
+		return ""
+	}
+	return g.msg
+}
+
+// empty returns since when the sibling has been seen empty.
+func (m *poolMemo) empty(sibling types.NamespacedName, now time.Time) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.emptySince == nil {
+		m.emptySince = map[types.NamespacedName]time.Time{}
+	}
+	if _, ok := m.emptySince[sibling]; !ok {
+		m.emptySince[sibling] = now
+	}
+	return m.emptySince[sibling]
+}
+
+// filled forgets that the sibling was empty.
+func (m *poolMemo) filled(sibling types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.emptySince, sibling)
+}

@@ -1,0 +1,61 @@
+package rules
+
+import (
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// A Gateway its owner marks with PoolAnnotation heads a pool: when its
+// fragments do not fit in its MaxListeners, the merger creates sibling
+// Gateways from it and places each fragment whole on one Gateway of the
+// pool. Fragments name the head as their parent; a tuple is taken once per
+// pool.
+const (
+	// PoolAnnotation, set to "true" on a Gateway, makes it the head of a
+	// pool that grows.
+	PoolAnnotation = "gatefold.dev/pool"
+	// PoolLabel on a sibling names its head, which also controls it (an
+	// ownerReference): a label alone does not make a Gateway a sibling.
+	PoolLabel = "gatefold.dev/pool-head"
+)
+
+// PoolHead says whether the Gateway's owner made it the head of a pool.
+func PoolHead(gw *gwv1.Gateway) bool { return gw.Annotations[PoolAnnotation] == "true" }
+
+// HeadOf returns the head of the pool a sibling belongs to, and false for a
+// Gateway that is no sibling.
+func HeadOf(gw *gwv1.Gateway) (types.NamespacedName, bool) {
+	head, labelled := gw.Labels[PoolLabel]
+	ref := metav1.GetControllerOf(gw)
+	if !labelled || ref == nil || ref.Kind != "Gateway" || ref.Name != head || !strings.HasPrefix(ref.APIVersion, gwv1.GroupName+"/") {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: gw.Namespace, Name: head}, true
+}
+
+// SiblingOf says whether gw is a sibling in the pool of head.
+func SiblingOf(gw, head *gwv1.Gateway) bool {
+	h, ok := HeadOf(gw)
+	return ok && h.Name == head.Name && metav1.IsControlledBy(gw, head)
+}
+
+// SiblingName is the name of the pool's n-th Gateway (n ≥ 2; the head is
+// the first): <head>-<n>, the head's name cut to fit 253 characters.
+func SiblingName(head string, n int) string {
+	suffix := "-" + strconv.Itoa(n)
+	return head[:min(len(head), 253-len(suffix))] + suffix
+}
+
+// SiblingIndex is n for a sibling named SiblingName(head, n), else 0.
+func SiblingIndex(head, name string) int {
+	i := strings.LastIndexByte(name, '-')
+	n, err := strconv.Atoi(name[i+1:])
+	if i < 0 || err != nil || n < 2 || SiblingName(head, n) != name {
+		return 0
+	}
+	return n
+}
