@@ -17,8 +17,11 @@ type Pool struct {
 	// their names end with), none being deleted.
 	Siblings []Sibling
 	// NoGrowth says why the pool may not create another sibling, empty when
-	// it may: the head is no longer marked, or the API server refused one.
+	// it may: the API server refused one.
 	NoGrowth string
+	// Draining is set when the head is no longer marked: what its siblings
+	// carry stays there, nothing new lands on them, and they empty.
+	Draining bool
 	// Names are the names of every Gateway in the head's namespace: a new
 	// sibling takes the first name free.
 	Names sets.Set[string]
@@ -58,6 +61,7 @@ type pool struct {
 	// stays are the rooms that carry a source's listeners now.
 	stays    map[rules.Source]stay
 	noGrowth string
+	draining bool
 	names    sets.Set[string]
 	head     *gwv1.Gateway
 	own      int
@@ -90,7 +94,7 @@ func newPool(in *Input, own []gwv1.Listener, sources []v1alpha1.ListenerFragment
 	if in.Pool == nil {
 		return p
 	}
-	p.pooled, p.noGrowth, p.names = true, in.Pool.NoGrowth, in.Pool.Names
+	p.pooled, p.noGrowth, p.draining, p.names = true, in.Pool.NoGrowth, in.Pool.Draining, in.Pool.Names
 	p.board.Unlimited()
 	for _, s := range in.Pool.Siblings {
 		// Listeners someone else added to a sibling are its own too.
@@ -184,8 +188,9 @@ func (p *pool) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Ref
 			rules.KindOf(lf), need, gatewayKey(p.head), rules.MaxListeners-p.own, p.own)), p.rooms[0]
 	}
 	candidates := len(p.rooms)
-	if rules.KindOf(lf) == rules.KindListenerSet {
-		// A ListenerSet's listeners belong to the Gateway it names.
+	if rules.KindOf(lf) == rules.KindListenerSet || p.draining {
+		// A ListenerSet's listeners belong to the Gateway it names; and
+		// once the head is unmarked, what is new lands on it alone.
 		candidates = 1
 	}
 	for i := range candidates {
@@ -197,6 +202,8 @@ func (p *pool) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Ref
 	case rules.KindOf(lf) == rules.KindListenerSet:
 		return t.NoRoom(fmt.Sprintf("Gateway %s has %d of its %d listeners taken and this ListenerSet needs %d: a ListenerSet's listeners stay on the Gateway it names, even one that heads a pool; remove listeners, or use ListenerFragments, which the pool spreads",
 			gatewayKey(p.head), p.rooms[0].taken+p.rooms[0].reserved, rules.MaxListeners, need)), p.rooms[0]
+	case p.draining:
+		return t.NoRoom(rules.TooManyListenersMessage(gatewayKey(p.head), p.rooms[0].taken+p.rooms[0].reserved, rules.KindOf(lf), need)), p.rooms[0]
 	case p.noGrowth != "":
 		return t.NoRoom(fmt.Sprintf("The %d Gateways of the pool of %s have no room for this %s's %d listeners, and the pool does not grow: %s",
 			len(p.rooms), gatewayKey(p.head), rules.KindOf(lf), need, p.noGrowth)), p.rooms[0]

@@ -54,9 +54,7 @@ func (r *Reconciler) readPool(ctx context.Context, in *Input) error {
 		return rules.SiblingIndex(gw.Name, a.Gateway.Name) - rules.SiblingIndex(gw.Name, b.Gateway.Name)
 	})
 	p.NoGrowth = r.pools.recall(client.ObjectKeyFromObject(gw), time.Now())
-	if !rules.PoolHead(gw) {
-		p.NoGrowth = fmt.Sprintf("Gateway %s is no longer marked %s: \"true\"", gatewayKey(gw), rules.PoolAnnotation)
-	}
+	p.Draining = !rules.PoolHead(gw)
 	in.Pool = p
 	return nil
 }

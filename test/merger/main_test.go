@@ -65,7 +65,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "Indexing: %v\n", err)
 		return 1
 	}
-	if err := merger.Setup(ctx, mgr, merger.Options{ManageReferenceGrants: true, Workers: 4, StatusWorkers: 4, Debounce: 200 * time.Millisecond, DebounceMax: 5 * time.Second, Resync: time.Minute,
+	if err := merger.Setup(ctx, mgr, merger.Options{ManageReferenceGrants: true, Workers: 4, StatusWorkers: 4, Debounce: 200 * time.Millisecond, DebounceMax: 5 * time.Second, Resync: time.Minute, PoolGrace: poolGrace,
 		ListenerSetControllers: sets.New(foldedController, nativeController)}); err != nil {
 		fmt.Fprintf(os.Stderr, "Setting up the merger: %v\n", err)
 		return 1

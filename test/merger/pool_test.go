@@ -1,0 +1,363 @@
+package merger
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
+	"github.com/gatefold/gatefold/test/fixture"
+)
+
+// poolGrace is the --pool-sibling-grace of the tests' merger (main_test.go).
+const poolGrace = 2 * time.Second
+
+// poolHead creates Gateway ns/shared marked as a pool's head, with one own
+// listener (a redirect, say) that its siblings carry too.
+func poolHead(t *testing.T, ns string) *gwv1.Gateway {
+	t.Helper()
+	gw := fixture.Gateway(ns, gwv1.NamespacesFromSame, fixture.Own("http", 80, gwv1.HTTPProtocolType, ""))
+	gw.Annotations = map[string]string{rules.PoolAnnotation: "true"}
+	create(t, gw)
+	return gw
+}
+
+// route is a one-listener fragment: an HTTPS listener for its own hostname.
+func route(ns string, gw *gwv1.Gateway, i int) *v1alpha1.ListenerFragment {
+	return fixture.Fragment(ns, fmt.Sprintf("r%04d", i), gw, fixture.HTTPS("web", fmt.Sprintf("r%04d.example.com", i)))
+}
+
+// createRoutes creates routes [from, to) with 16 writers, as route
+// controller workers would.
+func createRoutes(t *testing.T, ns string, gw *gwv1.Gateway, from, to int) {
+	t.Helper()
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i := from; i < to; i++ {
+		g.Go(func() error { return env.Client.Create(ctx, route(ns, gw, i)) })
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatalf("Creating fragments: %v", err)
+	}
+}
+
+// landings waits until every fragment of the namespace is Accepted at its
+// generation, and returns the Gateway each one's status says it landed on.
+func landings(t *testing.T, ns string, want int) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		list := &v1alpha1.ListenerFragmentList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Fatalf("Listing fragments: %v", err)
+		}
+		clear(out)
+		var waiting []string
+		for _, lf := range list.Items {
+			c := meta.FindStatusCondition(lf.Status.Conditions, string(v1alpha1.FragmentConditionAccepted))
+			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != lf.Generation || len(lf.Status.Listeners) != 1 || lf.Status.Listeners[0].Gateway == nil {
+				waiting = append(waiting, fmt.Sprintf("%s: %+v", lf.Name, c))
+				continue
+			}
+			out[lf.Name] = string(lf.Status.Listeners[0].Gateway.Name)
+		}
+		if len(waiting) == 0 && len(list.Items) == want {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("After 3m, %d of %d fragments are not Accepted with a Gateway, e.g. %v", len(waiting), want, waiting[:min(3, len(waiting))])
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// pool returns the pool's Gateways by name: the head and its siblings.
+func pool(t *testing.T, head *gwv1.Gateway) map[string]*gwv1.Gateway {
+	t.Helper()
+	list := &gwv1.GatewayList{}
+	if err := env.Client.List(ctx, list, client.InNamespace(head.Namespace)); err != nil {
+		t.Fatalf("Listing Gateways: %v", err)
+	}
+	out := map[string]*gwv1.Gateway{}
+	for i := range list.Items {
+		gw := &list.Items[i]
+		if gw.Name == head.Name || gw.Labels[rules.PoolLabel] == head.Name {
+			out[gw.Name] = gw
+		}
+	}
+	return out
+}
+
+// moves watches the namespace's Gateways and records every folded listener
+// that appears on a second Gateway, or leaves its Gateway and comes back:
+// either would cut a route's traffic over behind its back.
+type moves struct {
+	mu    sync.Mutex
+	on    map[gwv1.SectionName]string
+	gone  sets.Set[gwv1.SectionName]
+	moved []string
+	stop  func()
+}
+
+func watchMoves(t *testing.T, ns string) *moves {
+	t.Helper()
+	watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatalf("Creating a watching client: %v", err)
+	}
+	w, err := watcher.Watch(ctx, &gwv1.GatewayList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatalf("Watching Gateways: %v", err)
+	}
+	m := &moves{on: map[gwv1.SectionName]string{}, gone: sets.New[gwv1.SectionName](), stop: w.Stop}
+	present := map[string]sets.Set[gwv1.SectionName]{}
+	go func() {
+		for ev := range w.ResultChan() {
+			gw, ok := ev.Object.(*gwv1.Gateway)
+			if !ok {
+				continue
+			}
+			now := sets.New[gwv1.SectionName]()
+			if ev.Type != watch.Deleted {
+				for _, l := range gw.Spec.Listeners {
+					if strings.HasPrefix(string(l.Name), "r") { // a route's, not the own "http"
+						now.Insert(l.Name)
+					}
+				}
+			}
+			m.mu.Lock()
+			for name := range now {
+				switch at, seen := m.on[name]; {
+				case seen && at != gw.Name:
+					m.moved = append(m.moved, fmt.Sprintf("%s from %s to %s", name, at, gw.Name))
+				case m.gone.Has(name):
+					m.moved = append(m.moved, fmt.Sprintf("%s left %s and came back", name, gw.Name))
+					m.gone.Delete(name)
+				}
+				m.on[name] = gw.Name
+			}
+			for name := range present[gw.Name].Difference(now) {
+				m.gone.Insert(name)
+			}
+			present[gw.Name] = now
+			m.mu.Unlock()
+		}
+	}()
+	t.Cleanup(w.Stop)
+	return m
+}
+
+func (m *moves) check(t *testing.T) {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.moved) > 0 {
+		t.Errorf("Folded listeners moved or flapped (%d), e.g. %v", len(m.moved), m.moved[:min(5, len(m.moved))])
+	}
+}
+
+// checkPool checks every Gateway of the pool: at most 64 listeners, the
+// head's own listener on each, no hostname twice in the pool, and each
+// fragment's listener exactly where its status says.
+func checkPool(t *testing.T, head *gwv1.Gateway, landed map[string]string) map[string]*gwv1.Gateway {
+	t.Helper()
+	gws := pool(t, head)
+	where := map[gwv1.SectionName]string{}
+	hosts := map[gwv1.Hostname]string{}
+	for name, gw := range gws {
+		if n := len(gw.Spec.Listeners); n > rules.MaxListeners {
+			t.Errorf("Gateway %s holds %d listeners", name, n)
+		}
+		if name != head.Name && (gw.Spec.GatewayClassName != head.Spec.GatewayClassName || !metav1.IsControlledBy(gw, head)) {
+			t.Errorf("Sibling %s is not a controlled clone of the head: class %q, owners %+v", name, gw.Spec.GatewayClassName, gw.OwnerReferences)
+		}
+		hasOwn := false
+		for _, l := range gw.Spec.Listeners {
+			if l.Name == "http" {
+				hasOwn = true
+				continue
+			}
+			if other, dup := hosts[*l.Hostname]; dup {
+				t.Errorf("Hostname %s is on both %s and %s", *l.Hostname, other, name)
+			}
+			hosts[*l.Hostname] = name
+			where[l.Name] = name
+		}
+		if !hasOwn {
+			t.Errorf("Gateway %s lacks the head's own listener", name)
+		}
+	}
+	for f, gw := range landed {
+		name := v1alpha1.ListenerName(head.Namespace, f, "web")
+		if where[name] != gw {
+			t.Errorf("Fragment %s's status says Gateway %s, its listener is on %q", f, gw, where[name])
+		}
+		delete(where, name)
+	}
+	if len(where) > 0 {
+		t.Errorf("%d listeners on the pool belong to no current fragment", len(where))
+	}
+	return gws
+}
+
+// TestPoolSpreadsAThousandFragments: 1,000 one-listener fragments of one
+// pool land on ⌈1000/63⌉ Gateways, none stuck; deleting fragments frees room
+// that new ones take, with no new Gateway; no folded listener moves; and the
+// pool is quiet once settled.
+func TestPoolSpreadsAThousandFragments(t *testing.T) {
+	ns := newNamespace(t, nil)
+	head := poolHead(t, ns)
+	m := watchMoves(t, ns)
+	start := time.Now()
+	createRoutes(t, ns, head, 0, 1000)
+	landed := landings(t, ns, 1000)
+	t.Logf("1000 fragments folded into the pool in %s", time.Since(start).Round(time.Millisecond))
+	gws := checkPool(t, head, landed)
+	if len(gws) != 16 {
+		t.Fatalf("The pool has %d Gateways, want ⌈1000/63⌉ = 16", len(gws))
+	}
+	for n := 2; n <= 16; n++ {
+		if gws[rules.SiblingName(head.Name, n)] == nil {
+			t.Errorf("No sibling %s", rules.SiblingName(head.Name, n))
+		}
+	}
+
+	// Every tenth fragment goes; as many new ones take the room it freed.
+	for i := 0; i < 1000; i += 10 {
+		if err := env.Client.Delete(ctx, route(ns, head, i)); err != nil {
+			t.Fatalf("Deleting fragment %d: %v", i, err)
+		}
+	}
+	createRoutes(t, ns, head, 1000, 1100)
+	after := landings(t, ns, 1000)
+	for f, gw := range landed {
+		if now, ok := after[f]; ok && now != gw {
+			t.Errorf("Fragment %s moved from %s to %s", f, gw, now)
+		}
+	}
+	gws = checkPool(t, head, after)
+	if len(gws) != 16 {
+		t.Errorf("After freeing 100 places and taking 100, the pool has %d Gateways, want 16", len(gws))
+	}
+	m.check(t)
+
+	// Settled: no Gateway of the pool is written again.
+	versions := map[string]string{}
+	for name, gw := range gws {
+		versions[name] = gw.ResourceVersion
+	}
+	time.Sleep(3 * time.Second)
+	for name, gw := range pool(t, head) {
+		if gw.ResourceVersion != versions[name] {
+			t.Errorf("Gateway %s was written after the pool settled", name)
+		}
+	}
+}
+
+// TestPoolShrinksAfterGrace: a sibling left with no fragment's listener is
+// deleted once the grace has passed, and the head's event says so; a
+// fragment that names a sibling is told to name the head.
+func TestPoolShrinksAfterGrace(t *testing.T) {
+	ns := newNamespace(t, nil)
+	head := poolHead(t, ns)
+	createRoutes(t, ns, head, 0, 64)
+	landed := landings(t, ns, 64)
+	sibling := rules.SiblingName(head.Name, 2)
+	if landed["r0063"] != sibling {
+		t.Fatalf("The 64th fragment landed on %q, want %s", landed["r0063"], sibling)
+	}
+
+	named := fixture.Fragment(ns, "names-sibling", &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sibling}}, fixture.HTTPS("web", "sibling.example.com"))
+	create(t, named)
+	st := wantAccepted(t, named, metav1.ConditionFalse, string(v1alpha1.FragmentReasonNotAllowed))
+	if c := meta.FindStatusCondition(st.Status.Conditions, "Accepted"); !strings.Contains(c.Message, "set spec.parentRef.name to shared") {
+		t.Errorf("Accepted message = %q, want it to say to name the head", c.Message)
+	}
+	if err := env.Client.Delete(ctx, named); err != nil {
+		t.Fatalf("Deleting: %v", err)
+	}
+
+	emptied := time.Now()
+	if err := env.Client.Delete(ctx, route(ns, head, 63)); err != nil {
+		t.Fatalf("Deleting: %v", err)
+	}
+	eventually(t, func() error {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sibling}, &gwv1.Gateway{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("sibling %s still exists (%v)", sibling, err)
+	})
+	if waited := time.Since(emptied); waited < poolGrace {
+		t.Errorf("The empty sibling was deleted after %s, before its grace of %s", waited, poolGrace)
+	}
+	eventually(t, func() error {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == head.Name && e.Reason == "PoolShrank" && strings.Contains(e.Note, sibling) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no PoolShrank event on the head naming %s", sibling)
+	})
+	checkPool(t, head, landings(t, ns, 63))
+}
+
+// TestUnmarkedHeadDrainsItsSiblings: a head its owner unmarks takes what
+// is new alone, and says TooManyListeners as any Gateway, but what its
+// siblings carry stays until it goes; then they are deleted.
+func TestUnmarkedHeadDrainsItsSiblings(t *testing.T) {
+	ns := newNamespace(t, nil)
+	head := poolHead(t, ns)
+	createRoutes(t, ns, head, 0, 64)
+	landed := landings(t, ns, 64)
+	current := &gwv1.Gateway{}
+	get(t, client.ObjectKeyFromObject(head), current)
+	delete(current.Annotations, rules.PoolAnnotation)
+	if err := env.Client.Update(ctx, current); err != nil {
+		t.Fatalf("Unmarking the head: %v", err)
+	}
+	// The sibling has room, but nothing new lands there any more.
+	overflow := route(ns, head, 64)
+	create(t, overflow)
+	st := wantAccepted(t, overflow, metav1.ConditionFalse, string(v1alpha1.FragmentReasonTooManyListeners))
+	if c := listenerCondition(st, "web", "Accepted"); c == nil || !strings.Contains(c.Message, "Gateway "+ns+"/shared has 64 of its 64 listeners taken") {
+		t.Errorf("Listener Accepted = %+v, want the head's TooManyListeners", c)
+	}
+	time.Sleep(poolGrace + time.Second)
+	kept := &v1alpha1.ListenerFragment{}
+	get(t, client.ObjectKeyFromObject(route(ns, head, 63)), kept)
+	if gw := kept.Status.Listeners[0].Gateway; gw == nil || string(gw.Name) != landed["r0063"] {
+		t.Errorf("r0063 is on %+v, was on %s", gw, landed["r0063"])
+	}
+	sibling := rules.SiblingName(head.Name, 2)
+	get(t, client.ObjectKey{Namespace: ns, Name: sibling}, &gwv1.Gateway{})
+
+	if err := env.Client.Delete(ctx, kept); err != nil {
+		t.Fatalf("Deleting: %v", err)
+	}
+	eventually(t, func() error {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sibling}, &gwv1.Gateway{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("drained sibling %s still exists (%v)", sibling, err)
+	})
+}
