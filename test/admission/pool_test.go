@@ -1,0 +1,60 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/rules"
+	"github.com/gatefold/gatefold/test/fixture"
+)
+
+// newPoolHead creates Gateway ns/shared marked as a pool's head.
+func newPoolHead(t *testing.T, ns string) *gwv1.Gateway {
+	t.Helper()
+	gw := fixture.Gateway(ns, gwv1.NamespacesFromAll)
+	gw.Annotations = map[string]string{rules.PoolAnnotation: "true"}
+	mustCreate(t, gw)
+	waitCached(t, gw)
+	return gw
+}
+
+// TestFragmentNamingASiblingIsDenied: a pool's Gateways are gatefold's to
+// choose; a fragment names the head. A Gateway that only carries the label,
+// with no ownerReference from the head, is no sibling.
+func TestFragmentNamingASiblingIsDenied(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	head := newPoolHead(t, infra)
+	sibling := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	sibling.Name = rules.SiblingName(head.Name, 2)
+	sibling.Labels = map[string]string{rules.PoolLabel: head.Name}
+	sibling.OwnerReferences = []metav1.OwnerReference{{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: head.Name, UID: head.UID, Controller: ptr.To(true)}}
+	mustCreate(t, sibling)
+	waitCached(t, sibling)
+
+	err := env.Client.Create(context.Background(), newFragment(shop, "checkout", sibling, https("web", "checkout.example.com")))
+	wantDenied(t, err, fmt.Sprintf(`spec.parentRef.name: Invalid value: "shared-2": Gateway %s/shared-2 is one gatefold created for the pool of Gateway %s/shared: set spec.parentRef.name to shared`, infra, infra))
+
+	lookalike := fixture.Gateway(infra, gwv1.NamespacesFromAll)
+	lookalike.Name, lookalike.Labels = "lookalike", map[string]string{rules.PoolLabel: head.Name}
+	mustCreate(t, lookalike)
+	waitCached(t, lookalike)
+	mustCreate(t, newFragment(shop, "blog", lookalike, https("web", "blog.example.com")))
+}
+
+// TestPoolTakesATupleOnce: admission never denies for room, and a pool head
+// keeps every hostname its fragments hold, past its own 64 listeners.
+func TestPoolTakesATupleOnce(t *testing.T) {
+	infra, shop := newNamespace(t, nil), newNamespace(t, nil)
+	head := newPoolHead(t, infra)
+	for i := range 70 {
+		mustCreate(t, newFragment(shop, fmt.Sprintf("r%02d", i), head, https("web", fmt.Sprintf("r%02d.example.com", i))))
+	}
+	err := env.Client.Create(context.Background(), newFragment(shop, "again", head, https("web", "r66.example.com")))
+	wantDenied(t, err, `spec.listeners[0].hostname: Duplicate value: "r66.example.com"`,
+		fmt.Sprintf(`is already taken on Gateway %s/shared by listener "web" (HTTPS) of ListenerFragment r66`, infra))
+}
