@@ -63,7 +63,8 @@ func recordListeners(key types.NamespacedName, in *Input, res Result) {
 	} else {
 		poolGateways.WithLabelValues(key.String()).Set(float64(1 + len(res.Siblings)))
 	}
-	if in.Gateway == nil {
+	if in.Gateway == nil || in.Head != nil {
+		// Gone, or a sibling, whose listeners its head counts.
 		listenersGauge.DeletePartialMatch(prometheus.Labels{"gateway": key.String()})
 		return
 	}
