@@ -32,8 +32,10 @@ import (
 // they carry, but does not grow, and lets them empty.
 func (r *Reconciler) readPool(ctx context.Context, in *Input) error {
 	gw := in.Gateway
+	// Read your writes: a sibling this replica just created must be seen,
+	// or the fold would name it anew and lose what it carries.
 	list := &gwv1.GatewayList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(gw.Namespace), client.DisableReadYourWritesConsistency); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(gw.Namespace)); err != nil {
 		return fmt.Errorf("listing the Gateways of namespace %s: %w", gw.Namespace, err)
 	}
 	p := &Pool{Names: sets.New[string]()}
