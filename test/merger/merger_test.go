@@ -358,6 +358,10 @@ func TestTooManyListeners(t *testing.T) {
 	if len(got.Spec.Listeners) != 63 {
 		t.Errorf("Gateway has %d listeners, want 63", len(got.Spec.Listeners))
 	}
+	// A Gateway not marked as a pool's head never grows one.
+	if gws := pool(t, gw); len(gws) != 1 {
+		t.Errorf("An unmarked Gateway has %d Gateways in its pool, want itself alone", len(gws))
+	}
 }
 
 // acceptedFragment creates a Gateway and a fragment in its namespace, and
