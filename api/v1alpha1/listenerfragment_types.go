@@ -10,6 +10,7 @@ import (
 // +kubebuilder:subresource:status
 // +kubebuilder:storageversion
 // +kubebuilder:printcolumn:name="Gateway",type=string,JSONPath=`.spec.parentRef.name`
+// +kubebuilder:printcolumn:name="Landed",type=string,JSONPath=`.status.listeners[*].gateway.name`,description="The Gateway the listeners were folded into: the parent, or a sibling of its pool"
 // +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
 // +kubebuilder:printcolumn:name="Programmed",type=string,JSONPath=`.status.conditions[?(@.type=="Programmed")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

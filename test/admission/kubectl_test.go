@@ -1,36 +1,15 @@
 package admission
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-)
 
-// kubectl runs the kubectl built with the control plane as a cluster admin.
-func kubectl(t *testing.T, stdin string, args ...string) (string, string, error) {
-	t.Helper()
-	kc, err := env.Kubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), append([]string{"--kubeconfig", path}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	return stdout.String(), stderr.String(), err
-}
+	"github.com/gatefold/gatefold/test/testenv"
+)
 
 func fragmentYAML(ns, name, host string) string {
 	return fmt.Sprintf(`apiVersion: gatefold.dev/v1alpha1
@@ -56,7 +35,7 @@ func TestKubectlApplyOfDuplicatePrintsTheReason(t *testing.T) {
 	ns := newNamespace(t, nil)
 	newGateway(t, ns, gwv1.NamespacesFromSame)
 
-	out, stderr, err := kubectl(t, fragmentYAML(ns, "shop", "Shop.Example.com."), "apply", "-f", "-")
+	out, stderr, err := testenv.Kubectl(t, env, fragmentYAML(ns, "shop", "Shop.Example.com."), "apply", "-f", "-")
 	if err != nil {
 		t.Fatalf("kubectl apply of the first fragment: %v\n%s", err, stderr)
 	}
@@ -64,7 +43,7 @@ func TestKubectlApplyOfDuplicatePrintsTheReason(t *testing.T) {
 		t.Errorf("kubectl printed %q, want %q", out, want)
 	}
 
-	_, stderr, err = kubectl(t, fragmentYAML(ns, "shop-copy", "shop.example.com"), "apply", "-f", "-")
+	_, stderr, err = testenv.Kubectl(t, env, fragmentYAML(ns, "shop-copy", "shop.example.com"), "apply", "-f", "-")
 	if err == nil {
 		t.Fatal("kubectl apply of a duplicate succeeded")
 	}
@@ -73,7 +52,7 @@ func TestKubectlApplyOfDuplicatePrintsTheReason(t *testing.T) {
 		t.Errorf("kubectl printed:\n%s\nwant it to contain:\n%s", stderr, want)
 	}
 
-	out, stderr, err = kubectl(t, "", "get", "listenerfragments", "-n", ns)
+	out, stderr, err = testenv.Kubectl(t, env, "", "get", "listenerfragments", "-n", ns)
 	if err != nil {
 		t.Fatalf("kubectl get: %v\n%s", err, stderr)
 	}

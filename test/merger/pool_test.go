@@ -20,6 +20,7 @@ import (
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/fixture"
+	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // poolGrace is the --pool-sibling-grace of the tests' merger (main_test.go).
@@ -279,6 +280,18 @@ func TestPoolShrinksAfterGrace(t *testing.T) {
 	sibling := rules.SiblingName(head.Name, 2)
 	if landed["r0063"] != sibling {
 		t.Fatalf("The 64th fragment landed on %q, want %s", landed["r0063"], sibling)
+	}
+
+	// kubectl says where each fragment landed.
+	out, stderr, err := testenv.Kubectl(t, env, "", "get", "listenerfragments", "-n", ns, "r0000", "r0063")
+	if err != nil {
+		t.Fatalf("kubectl get: %v\n%s", err, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(strings.Join(strings.Fields(lines[0]), " "), "NAME GATEWAY LANDED ACCEPTED PROGRAMMED") ||
+		!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "r0000 shared shared True") ||
+		!strings.HasPrefix(strings.Join(strings.Fields(lines[2]), " "), "r0063 shared shared-2 True") {
+		t.Errorf("kubectl get listenerfragments printed:\n%s", out)
 	}
 
 	named := fixture.Fragment(ns, "names-sibling", &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sibling}}, fixture.HTTPS("web", "sibling.example.com"))
