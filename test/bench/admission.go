@@ -106,14 +106,7 @@ func (h *harness) admission(ctx context.Context, p Params) (AdmissionResult, err
 		return res, err
 	}
 	gateway := func(ns, name string) error {
-		return setup.Create(ctx, &gwv1.Gateway{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: gwv1.GatewaySpec{
-				GatewayClassName: "example",
-				Listeners:        []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
-				AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(gwv1.NamespacesFromSame)}},
-			},
-		})
+		return setup.Create(ctx, exampleGateway(ns, name))
 	}
 	sequential := func(ns string) (Latency, error) {
 		if err := gateway(ns, "one-by-one"); err != nil {

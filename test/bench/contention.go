@@ -17,6 +17,7 @@ import (
 	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // route is one route's need: an HTTPS listener for its hostname, serving its
@@ -250,10 +251,31 @@ func applyListeners(ctx context.Context, c client.Client, ns, gateway string, ls
 }
 
 // fragments is gatefold: each route controller writes its own
-// ListenerFragment; the merger folds them.
-type fragments struct{}
+// ListenerFragment; the merger folds them. With pool, the fragments all
+// name one Gateway heading a pool (rules.PoolAnnotation) instead of G
+// hand-made ones, and the merger creates the Gateways they need.
+type fragments struct{ pool bool }
 
-func (fragments) name() string { return "gatefold" }
+func (f fragments) name() string {
+	if f.pool {
+		return "gatefold-pool"
+	}
+	return "gatefold"
+}
+
+// pooled says whether the strategy starts from one Gateway heading a pool.
+func pooled(s strategy) bool {
+	f, ok := s.(fragments)
+	return ok && f.pool
+}
+
+// gatewaysOf is how many Gateways the strategy starts from.
+func gatewaysOf(s strategy, p Params) int {
+	if pooled(s) {
+		return 1
+	}
+	return p.Gateways
+}
 
 func (fragments) add(ctx context.Context, c client.Client, ns string, r route, _ int, t *tally) error {
 	l := r.listener()
@@ -279,6 +301,10 @@ type StrategyResult struct {
 	Writers  int    `json:"writers"`
 	Add      Phase  `json:"add"`
 	Remove   Phase  `json:"remove"`
+	// Gateways the listeners were on after adding: the G hand-made ones,
+	// or a pool's head and the siblings the merger created (none for the
+	// floor).
+	Gateways int `json:"gateways"`
 	// Final Gateway size after adding, averaged over the Gateways (none
 	// for the floor).
 	ListenersPerGateway float64 `json:"listenersPerGateway"`
@@ -315,10 +341,10 @@ func (p Phase) Correct() bool {
 }
 
 // strategies are the contention strategies in the order they run: the
-// references first, gatefold last, so that only gatefold's run has a
-// manager and admission behind it.
+// references first, gatefold's last, so that only gatefold's runs have a
+// manager and admission behind them.
 func strategies(p Params) []strategy {
-	return []strategy{limit{}, floor{}, update{}, newSSAPerWriter(p.Writers), fragments{}}
+	return []strategy{limit{}, floor{}, update{}, newSSAPerWriter(p.Writers), fragments{}, fragments{pool: true}}
 }
 
 func (h *harness) contention(ctx context.Context, p Params, only selection) ([]StrategyResult, error) {
@@ -327,8 +353,12 @@ func (h *harness) contention(ctx context.Context, p Params, only selection) ([]S
 		if !only.strategy(s.name()) {
 			continue
 		}
-		progress("Contention: %s, %d routes on %d Gateways, %d writers", s.name(), p.Routes, p.Gateways, writersOf(s, p))
-		if s.name() == "gatefold" {
+		on := fmt.Sprintf("%d Gateways", p.Gateways)
+		if pooled(s) {
+			on = "one Gateway heading a pool"
+		}
+		progress("Contention: %s, %d routes on %s, %d writers", s.name(), p.Routes, on, writersOf(s, p))
+		if _, ok := s.(fragments); ok {
 			// Only now, so that the other strategies pay no admission.
 			if _, err := h.serve(ctx, "replica-0"); err != nil {
 				return nil, err
@@ -338,8 +368,8 @@ func (h *harness) contention(ctx context.Context, p Params, only selection) ([]S
 		if err != nil {
 			return nil, err
 		}
-		progress("  writes returned in %.1fs, all there in %.1fs (%d writer requests, %d conflicts, %d Gateway writes), removed half in %.1fs",
-			r.Add.WriteSeconds, r.Add.Seconds, r.Add.WriterRequests, r.Add.Writes.Conflicts, r.Add.GatewayWrites, r.Remove.Seconds)
+		progress("  writes returned in %.1fs, all there in %.1fs (%d writer requests, %d conflicts, %d Gateway writes on %d Gateways), removed half in %.1fs",
+			r.Add.WriteSeconds, r.Add.Seconds, r.Add.WriterRequests, r.Add.Writes.Conflicts, r.Add.GatewayWrites, r.Gateways, r.Remove.Seconds)
 		results = append(results, r)
 	}
 	return results, nil
@@ -366,13 +396,14 @@ func (h *harness) runStrategy(ctx context.Context, p Params, s strategy) (Strate
 	if err := h.namespace(ctx, ns, nil); err != nil {
 		return res, err
 	}
+	gateways := gatewaysOf(s, p)
 	routes := make([]route, p.Routes)
 	for i := range routes {
-		routes[i] = route{index: i, gatewayIndex: i % p.Gateways, gateway: gatewayName(i % p.Gateways), hostname: fmt.Sprintf("route-%d.example.com", i)}
+		routes[i] = route{index: i, gatewayIndex: i % gateways, gateway: gatewayName(i % gateways), hostname: fmt.Sprintf("route-%d.example.com", i)}
 	}
 	_, objects := s.(objectStrategy)
 	if !objects {
-		if err := h.createGateways(ctx, setup, ns, p.Gateways, routes); err != nil {
+		if err := h.createGateways(ctx, setup, ns, gateways, pooled(s), routes); err != nil {
 			return res, err
 		}
 	}
@@ -383,6 +414,7 @@ func (h *harness) runStrategy(ctx context.Context, p Params, s strategy) (Strate
 		if err := h.observer.List(ctx, gws, client.InNamespace(ns)); err != nil {
 			return res, err
 		}
+		res.Gateways = len(gws.Items)
 		for _, gw := range gws.Items {
 			res.ListenersPerGateway += float64(len(gw.Spec.Listeners)) / float64(len(gws.Items))
 			raw, _ := json.Marshal(gw)
@@ -404,17 +436,28 @@ func (h *harness) runStrategy(ctx context.Context, p Params, s strategy) (Strate
 	return res, nil
 }
 
+// exampleGateway is a Gateway of class example, which no implementation
+// serves, with one listener of its own, "http", that allows listeners from
+// its namespace.
+func exampleGateway(ns, name string) *gwv1.Gateway {
+	return &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: gwv1.GatewaySpec{
+			GatewayClassName: "example",
+			Listeners:        []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
+			AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(gwv1.NamespacesFromSame)}},
+		},
+	}
+}
+
 // createGateways creates the shared Gateways, each with a listener of its
-// own, and the routes' certificate Secrets.
-func (h *harness) createGateways(ctx context.Context, setup client.Client, ns string, gateways int, routes []route) error {
+// own (with pool, one that heads a pool), and the routes' certificate
+// Secrets.
+func (h *harness) createGateways(ctx context.Context, setup client.Client, ns string, gateways int, pool bool, routes []route) error {
 	for g := range gateways {
-		gw := &gwv1.Gateway{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gatewayName(g)},
-			Spec: gwv1.GatewaySpec{
-				GatewayClassName: "example",
-				Listeners:        []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
-				AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(gwv1.NamespacesFromSame)}},
-			},
+		gw := exampleGateway(ns, gatewayName(g))
+		if pool {
+			gw.Annotations = map[string]string{rules.PoolAnnotation: "true"}
 		}
 		if err := setup.Create(ctx, gw); err != nil {
 			return err
@@ -495,7 +538,9 @@ func (h *harness) phase(ctx context.Context, p Params, ns string, c client.Clien
 }
 
 // compare counts routes in present that are missing, and listeners (or
-// objects) there that are not in present or are there twice.
+// objects) there that are not in present or are there twice. A route's
+// listener may be on any Gateway of the pool of the Gateway it names, and
+// only once in that pool.
 func (h *harness) compare(ctx context.Context, ns string, s strategy, present []route) (int, int, error) {
 	if o, ok := s.(objectStrategy); ok {
 		names, err := o.names(ctx, h.observer, ns)
@@ -525,21 +570,31 @@ func (h *harness) compare(ctx context.Context, ns string, s strategy, present []
 	if err := h.observer.List(ctx, gws, client.InNamespace(ns)); err != nil {
 		return 0, 0, err
 	}
-	missing, extra := 0, 0
+	seen := map[string]map[string]bool{}
+	extra := 0
 	for _, gw := range gws.Items {
-		seen := map[string]bool{}
+		named := gw.Name
+		if head, ok := rules.HeadOf(&gw); ok {
+			named = head.Name
+		}
+		if seen[named] == nil {
+			seen[named] = map[string]bool{}
+		}
 		for _, l := range gw.Spec.Listeners {
 			if l.Name == "http" {
 				continue
 			}
 			host := string(ptr.Deref(l.Hostname, ""))
-			if !want[gw.Name][host] || seen[host] {
+			if !want[named][host] || seen[named][host] {
 				extra++
 			}
-			seen[host] = true
+			seen[named][host] = true
 		}
-		for host := range want[gw.Name] {
-			if !seen[host] {
+	}
+	missing := 0
+	for gw, hosts := range want {
+		for host := range hosts {
+			if !seen[gw][host] {
 				missing++
 			}
 		}
@@ -548,12 +603,13 @@ func (h *harness) compare(ctx context.Context, ns string, s strategy, present []
 }
 
 // countGatewayWrites counts the Gateways' resourceVersion changes in the
-// namespace until ctx ends, and then sends the count.
+// namespace until ctx ends, and then sends the count: their updates, and the
+// creates and deletes of a pool's siblings.
 func (h *harness) countGatewayWrites(ctx context.Context, ns string) <-chan int {
 	out := make(chan int, 1)
 	n := 0
 	done, err := h.watchGateways(ctx, ns, nil, func(t watch.EventType, _ *gwv1.Gateway) {
-		if t == watch.Modified {
+		if t == watch.Added || t == watch.Modified || t == watch.Deleted {
 			n++
 		}
 	})

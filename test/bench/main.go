@@ -3,8 +3,9 @@
 // it; `make bench-quick` runs a reduced set in about a minute and a half.
 //
 // It compares, on one API server and one workload, ways of giving N routes
-// one HTTPS listener each on G shared Gateways, gatefold's among them, with
-// the physical limit (one apply per Gateway) and the floor of any design
+// one HTTPS listener each on G shared Gateways, gatefold's among them (and
+// gatefold's on one Gateway heading a pool, which grows), with the physical
+// limit (one apply per Gateway) and the floor of any design
 // with one object per route (N plain creates); the admission overhead of
 // gatefold's webhooks, one create at a time and W at once; how a leader
 // converges many fragments at first install and after a warm restart; what
@@ -107,14 +108,19 @@ func main() {
 
 func run() (err error) {
 	var p Params
+	var names, choices []string
+	for _, s := range strategies(p) {
+		names = append(names, s.name())
+		choices = append(choices, "contention:"+s.name())
+	}
 	quick := flag.Bool("quick", false, "A reduced run for CI smoke use (about a minute and a half): small sizes, short steady state and lease")
 	out := flag.String("out", "", "Folder to write benchmarks.json and benchmarks.md into (default docs, or bin/bench with --only, so that a partial run never replaces the published tables)")
 	gatefold := flag.String("gatefold", "bin/gatefold", "The gatefold binary to run as the manager")
-	only := flag.String("only", "", "Run only these, comma-separated: phases ("+strings.Join(phases, ", ")+") or contention strategies (contention:limit, contention:floor, contention:update, contention:ssa-per-writer, contention:gatefold); steady and failover run on scale's fragments, so they run scale too")
+	only := flag.String("only", "", "Run only these, comma-separated: phases ("+strings.Join(phases, ", ")+") or contention strategies ("+strings.Join(choices, ", ")+"); steady and failover run on scale's fragments, so they run scale too")
 	gatefoldArgs := flag.String("gatefold-args", "", "Flags added to every gatefold manager's, space-separated (e.g. \"--merger-workers=8\")")
 	profileDir := flag.String("profile", "", "Folder to write CPU profiles into, of the API server and of every gatefold replica, for each timed phase (PHASE-apiserver.pprof, PHASE-gatefold-REPLICA.pprof); the report then shows the API server's top functions")
-	flag.IntVar(&p.Routes, "routes", 1008, "Routes (N), one HTTPS listener each; 1008 fills 16 Gateways to the 64-listener cap beside one own listener each. Also the fragment creates of the admission throughput")
-	flag.IntVar(&p.Gateways, "gateways", 16, "Shared Gateways (G) the routes are spread over")
+	flag.IntVar(&p.Routes, "routes", 1008, "Routes (N), one HTTPS listener each; 1008 fills 16 Gateways to the 64-listener cap beside one own listener each (gatefold-pool's pool grows to as many). Also the fragment creates of the admission throughput")
+	flag.IntVar(&p.Gateways, "gateways", 16, "Shared Gateways (G) the routes are spread over (gatefold-pool starts from one, heading a pool)")
 	flag.IntVar(&p.Writers, "writers", 32, "Concurrent writers (W), as route controller workers")
 	flag.IntVar(&p.AdmissionCreates, "admission-creates", 200, "Sequential fragment creates timed with and without the webhooks")
 	flag.IntVar(&p.ScaleFragments, "scale-fragments", 10000, "Fragments a leader converges at first install and after a warm restart")
@@ -135,10 +141,6 @@ func run() (err error) {
 	}
 	p.GatefoldArgs = append(p.GatefoldArgs, strings.Fields(*gatefoldArgs)...)
 	p.GatefoldFlags = managerArgs(p)
-	names := make([]string, 0, 5)
-	for _, s := range strategies(p) {
-		names = append(names, s.name())
-	}
 	sel, err := parseOnly(*only, names)
 	if err != nil {
 		return err

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/gatefold/gatefold/rules"
 )
 
 // Report is everything one run measured; benchmarks.json holds it as is.
@@ -186,29 +188,41 @@ func (r *Report) contentionMarkdown(b *strings.Builder) {
 		byName[s.Strategy] = s
 	}
 	lim, flo := byName["limit"], byName["floor"]
+	pool, pooled := byName[fragments{pool: true}.name()]
 	fmt.Fprintf(b, "\n### Contention: %d routes, one HTTPS listener each, on %d Gateways, %d writers\n\n", p.Routes, p.Gateways, p.Writers)
 	b.WriteString("`limit`: one writer applies each Gateway's full list once (the physical limit). `floor`: the writers create one plain ConfigMap per route (the floor of any design with one object per route). ")
+	if pooled {
+		fmt.Fprintf(b, "`%s`: the fragments all name one Gateway marked `%s: \"true\"` instead of %d made by hand, and the merger creates the Gateways of its pool as they fill (⌈%d / %d⌉ = %d). ",
+			pool.Strategy, rules.PoolAnnotation, p.Gateways, p.Routes, poolRoom, poolGateways(p.Routes))
+	}
 	b.WriteString("\"Writes returned\": until the last writer's last write returned; \"all there\": until every listener was on its Gateway.\n\n")
-	b.WriteString("| strategy | writers | writes returned | vs floor | all there | vs limit | Gateway writes | per Gateway | 409 conflicts | server timeouts | writer requests | gatefold writes | correct |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| strategy | writers | writes returned | vs floor | all there | vs limit | Gateways | Gateway writes | per Gateway | 409 conflicts | server timeouts | writer requests | gatefold writes | correct |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Contention {
 		a := s.Add
-		there, vsLimit, gw, perGW := secs(a.Seconds), ratio(a.Seconds, lim.Add.Seconds), fmt.Sprint(a.GatewayWrites), fmt.Sprintf("%.1f", float64(a.GatewayWrites)/float64(p.Gateways))
+		there, vsLimit, gws, gw, perGW := secs(a.Seconds), ratio(a.Seconds, lim.Add.Seconds), fmt.Sprint(s.Gateways), fmt.Sprint(a.GatewayWrites), fmt.Sprintf("%.1f", s.perGateway(a))
 		if s.Strategy == "floor" {
-			there, vsLimit, gw, perGW = "–", "–", "–", "–"
+			there, vsLimit, gws, gw, perGW = "–", "–", "–", "–", "–"
 		}
-		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s | %s | %d | %d | %d | %d | %s |\n",
-			s.Strategy, s.Writers, secs(a.WriteSeconds), ratio(a.WriteSeconds, flo.Add.WriteSeconds), there, vsLimit, gw, perGW,
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %d | %d | %d | %d | %s |\n",
+			s.Strategy, s.Writers, secs(a.WriteSeconds), ratio(a.WriteSeconds, flo.Add.WriteSeconds), there, vsLimit, gws, gw, perGW,
 			a.Writes.Conflicts, a.WriterTimeouts, a.WriterRequests, a.Writes.Gatefold, yes(a.Correct()))
 	}
-	if g, ok := byName["gatefold"]; ok {
+	for _, f := range []fragments{{}, {pool: true}} {
+		g, ok := byName[f.name()]
+		if !ok {
+			continue
+		}
 		a := g.Add
-		fmt.Fprintf(b, "\n**gatefold against the limit and the floor** (targets from issue 11)\n\n")
-		b.WriteString("| measure | gatefold | reference | ratio | target |\n|---|---|---|---|---|\n")
+		fmt.Fprintf(b, "\n**%s against the limit and the floor** (targets from issue 11)\n\n", g.Strategy)
+		fmt.Fprintf(b, "| measure | %s | reference | ratio | target |\n|---|---|---|---|---|\n", g.Strategy)
 		fmt.Fprintf(b, "| %d fragment creates through admission, %d writers | %s | %s | %s | ≤ 2× |\n", p.Routes, g.Writers, secs(a.WriteSeconds),
 			reference("floor", flo.Add.WriteSeconds), ratio(a.WriteSeconds, flo.Add.WriteSeconds))
 		fmt.Fprintf(b, "| every listener folded | %s | %s | %s | ≤ 2× |\n", secs(a.Seconds), reference("limit", lim.Add.Seconds), ratio(a.Seconds, lim.Add.Seconds))
-		fmt.Fprintf(b, "| Gateway writes per Gateway | %.1f | 1 | | ≤ 2 |\n", float64(a.GatewayWrites)/float64(p.Gateways))
+		if f.pool {
+			fmt.Fprintf(b, "| Gateways the pool ended with | %d | ⌈%d / %d⌉ = %d | | no more |\n", g.Gateways, p.Routes, poolRoom, poolGateways(p.Routes))
+		}
+		fmt.Fprintf(b, "| Gateway writes per Gateway | %.1f | 1 | | ≤ 2 |\n", g.perGateway(a))
 		fmt.Fprintf(b, "| 409 conflicts | %d | | | 0 |\n", a.Writes.Conflicts)
 	}
 
@@ -235,6 +249,22 @@ func (r *Report) contentionMarkdown(b *strings.Builder) {
 		fmt.Fprintf(b, "| %s | %.1f | %.1f KiB | %.1f KiB | %s |\n", s.Strategy, s.ListenersPerGateway,
 			float64(s.GatewayBytes)/1024, float64(s.ManagedFieldsBytes)/1024, errs)
 	}
+}
+
+// poolRoom is how many routes' listeners a Gateway of a pool holds: all
+// but the head's own one.
+const poolRoom = rules.MaxListeners - 1
+
+// poolGateways is how many Gateways a pool needs for n routes.
+func poolGateways(n int) int { return (n + poolRoom - 1) / poolRoom }
+
+// perGateway is the phase's Gateway writes per Gateway the strategy ended
+// with.
+func (s StrategyResult) perGateway(ph Phase) float64 {
+	if s.Gateways == 0 {
+		return 0
+	}
+	return float64(ph.GatewayWrites) / float64(s.Gateways)
 }
 
 // reference names a reference row and its time, or says it did not run.

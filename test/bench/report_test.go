@@ -8,7 +8,7 @@ import (
 )
 
 func TestParseOnly(t *testing.T) {
-	names := []string{"limit", "floor", "update", "ssa-per-writer", "gatefold"}
+	names := []string{"limit", "floor", "update", "ssa-per-writer", "gatefold", "gatefold-pool"}
 	tests := map[string]struct {
 		only       string
 		wantErr    string
@@ -26,7 +26,7 @@ func TestParseOnly(t *testing.T) {
 			phases:     []string{"contention"},
 			notPhases:  []string{"admission", "scale", "steady", "failover", "dataplane", "go"},
 			strategies: []string{"gatefold"},
-			notStrats:  []string{"limit", "floor", "update", "ssa-per-writer"},
+			notStrats:  []string{"limit", "floor", "update", "ssa-per-writer", "gatefold-pool"},
 		},
 		"strategies and phases mix": {
 			only:       "contention:limit, contention:gatefold,scale",
@@ -87,7 +87,7 @@ func TestParseOnly(t *testing.T) {
 
 func TestMarkdownShowsOnlyWhatRan(t *testing.T) {
 	p := Params{Routes: 24, Gateways: 2, Writers: 4, Settle: time.Second}
-	gatefold := StrategyResult{Strategy: "gatefold", Writers: 4,
+	gatefold := StrategyResult{Strategy: "gatefold", Writers: 4, Gateways: 2,
 		Add: Phase{Converged: true, WriteSeconds: 1, Seconds: 2, GatewayWrites: 3}}
 	tests := map[string]struct {
 		report Report
@@ -101,12 +101,23 @@ func TestMarkdownShowsOnlyWhatRan(t *testing.T) {
 		},
 		"gatefold beside the limit and the floor": {
 			report: Report{Params: p, Contention: []StrategyResult{
-				{Strategy: "limit", Writers: 1, Add: Phase{Converged: true, WriteSeconds: 0.5, Seconds: 0.5, GatewayWrites: 2}},
+				{Strategy: "limit", Writers: 1, Gateways: 2, Add: Phase{Converged: true, WriteSeconds: 0.5, Seconds: 0.5, GatewayWrites: 2}},
 				{Strategy: "floor", Writers: 4, Add: Phase{Converged: true, WriteSeconds: 0.25, Seconds: 0.25}},
 				gatefold,
 			}},
 			want: []string{"| 24 fragment creates through admission, 4 writers | 1.00 s | floor: 0.25 s | 4.00× |",
 				"| every listener folded | 2.00 s | limit: 0.50 s | 4.00× |"},
+			absent: []string{"gatefold-pool"},
+		},
+		"a pool beside the limit, per Gateway it ended with": {
+			report: Report{Params: Params{Routes: 130, Gateways: 2, Writers: 4}, Contention: []StrategyResult{
+				{Strategy: "limit", Writers: 1, Gateways: 2, Add: Phase{Converged: true, WriteSeconds: 0.5, Seconds: 0.5, GatewayWrites: 2}},
+				{Strategy: "gatefold-pool", Writers: 4, Gateways: 3, Add: Phase{Converged: true, WriteSeconds: 1, Seconds: 2, GatewayWrites: 6}},
+			}},
+			want: []string{"**gatefold-pool against the limit and the floor**", "| every listener folded | 2.00 s | limit: 0.50 s | 4.00× |",
+				"| Gateways the pool ended with | 3 | ⌈130 / 63⌉ = 3 |", "| Gateway writes per Gateway | 2.0 |",
+				"| gatefold-pool | 4 | 1.00 s | – | 2.00 s | 4.00× | 3 | 6 | 2.0 |"},
+			absent: []string{"**gatefold against"},
 		},
 		"scale and steady state alone": {
 			report: Report{Params: p, Scale: &ScaleResult{Fragments: 200, Gateways: 4},

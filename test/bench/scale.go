@@ -137,14 +137,7 @@ func (h *harness) createScale(ctx context.Context, p Params, res *ScaleResult) e
 		gateways[i] = i
 	}
 	if err := parallel(p.Writers, gateways, func(g int) error {
-		return setup.Create(ctx, &gwv1.Gateway{
-			ObjectMeta: metav1.ObjectMeta{Namespace: scaleNamespace, Name: fmt.Sprintf("scale-%d", g)},
-			Spec: gwv1.GatewaySpec{
-				GatewayClassName: "example",
-				Listeners:        []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
-				AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(gwv1.NamespacesFromSame)}},
-			},
-		})
+		return setup.Create(ctx, exampleGateway(scaleNamespace, fmt.Sprintf("scale-%d", g)))
 	}); err != nil {
 		return err
 	}
