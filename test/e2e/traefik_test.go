@@ -51,43 +51,9 @@ const servedWithin = 30 * time.Second
 // conflicting fragment, a deleted one and a route the listener does not
 // admit are not served; and that Traefik's status reaches the fragments.
 func TestTraefikServesWhatGatefoldFolds(t *testing.T) {
-	traefik, err := dataplane.FindBinary("")
-	if errors.Is(err, dataplane.ErrNoBinary) {
-		t.Skipf("Skipping the data-plane test: %v", err)
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	audit := filepath.Join(t.TempDir(), "audit.log")
-	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t), AuditLog: audit, AuditAll: true})
-	c := env.Client
+	c, dp, audit := startTraefik(t, "own", "checkout", "catalog", "blog", "intruder", "squatter", "deals")
 	ctx := context.Background()
-
-	startInstalledManager(t, env, kubeconfig, "--listenerset-controllers="+dataplane.ControllerName)
-
-	dir := t.TempDir()
-	dp, err := dataplane.Start(ctx, c, dataplane.Options{
-		Binary: traefik, Kubeconfig: kubeconfig, Dir: dir,
-		// Free ports, so that a `make dev` running beside the tests is no matter.
-		HTTPPort: testenv.MustFreePort(t), HTTPSPort: testenv.MustFreePort(t),
-		Backends: []string{"own", "checkout", "catalog", "blog", "intruder", "squatter", "deals"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := dp.Running(); err != nil {
-			t.Errorf("Traefik did not run to the end of the test: %v", err)
-		}
-		if err := dp.Stop(); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			access, _ := os.ReadFile(dp.AccessLogPath)
-			t.Logf("Traefik's log:\n%s\nIts access log:\n%s", dp.Log(), access)
-		}
-	})
 	httpPort, httpsPort := gwv1.PortNumber(dp.HTTPPort), gwv1.PortNumber(dp.HTTPSPort)
-	t.Logf("Traefik %s serves class %s on 127.0.0.1:%d (HTTP) and 127.0.0.1:%d (HTTPS)", traefik, dp.GatewayClass, dp.HTTPPort, dp.HTTPSPort)
 
 	for _, ns := range []*corev1.Namespace{
 		{ObjectMeta: metav1.ObjectMeta{Name: "infra"}},
@@ -179,7 +145,7 @@ func TestTraefikServesWhatGatefoldFolds(t *testing.T) {
 	intruder := route("other", "intruder", "/intruder", "intruder", names["team/blog/http"])
 	create(t, c, intruder)
 
-	p := &prober{t: t, dp: dp, httpPort: dp.HTTPPort, httpsPort: dp.HTTPSPort}
+	p := newProber(t, dp)
 	p.waitServed("HTTP", "own.example.com", "/", "own", nil)
 	for _, host := range []string{"checkout", "catalog", "blog", "deals"} {
 		p.waitServed("HTTP", host+".example.com", "/", host, nil)
@@ -261,6 +227,49 @@ func TestTraefikServesWhatGatefoldFolds(t *testing.T) {
 	t.Logf("The Gateway's status.attachedListenerSets at the end: %v (gatefold applies it; Traefik writes the whole status with Gateway API v1.4 types, which lack the field)",
 		ptrString(final.Status.AttachedListenerSets))
 	logStatusWriters(t, audit, gw)
+}
+
+// startTraefik starts a control plane (its audit log, of every request, at
+// the path returned), gatefold as installed (startInstalledManager, which
+// checks its log for refused requests at the end) and Traefik with the echo
+// backends named, as the implementation of class dp.GatewayClass; it skips
+// the test when there is no Traefik binary.
+func startTraefik(t *testing.T, backends ...string) (c client.Client, dp *dataplane.DataPlane, audit string) {
+	t.Helper()
+	traefik, err := dataplane.FindBinary("")
+	if errors.Is(err, dataplane.ErrNoBinary) {
+		t.Skipf("Skipping the data-plane test: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	audit = filepath.Join(t.TempDir(), "audit.log")
+	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t), AuditLog: audit, AuditAll: true})
+
+	startInstalledManager(t, env, kubeconfig, "--listenerset-controllers="+dataplane.ControllerName)
+
+	dp, err = dataplane.Start(context.Background(), env.Client, dataplane.Options{
+		Binary: traefik, Kubeconfig: kubeconfig, Dir: t.TempDir(),
+		// Free ports, so that a `make dev` running beside the tests is no matter.
+		HTTPPort: testenv.MustFreePort(t), HTTPSPort: testenv.MustFreePort(t),
+		Backends: backends,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := dp.Running(); err != nil {
+			t.Errorf("Traefik did not run to the end of the test: %v", err)
+		}
+		if err := dp.Stop(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			access, _ := os.ReadFile(dp.AccessLogPath)
+			t.Logf("Traefik's log:\n%s\nIts access log:\n%s", dp.Log(), access)
+		}
+	})
+	t.Logf("Traefik %s serves class %s on 127.0.0.1:%d (HTTP) and 127.0.0.1:%d (HTTPS)", traefik, dp.GatewayClass, dp.HTTPPort, dp.HTTPSPort)
+	return env.Client, dp, audit
 }
 
 // logStatusWriters logs who wrote the Gateway's status, from the audit log:
@@ -357,17 +366,28 @@ func secretGrant(ns, name, group, kind string, from ...string) *gwv1beta1.Refere
 	return g
 }
 
-func gatewayParent(section gwv1.SectionName) gwv1.ParentReference {
-	return gwv1.ParentReference{Name: "shared", Namespace: ptr.To(gwv1.Namespace("infra")), SectionName: ptr.To(section)}
+// landedParent is the parentRef a route controller writes for a fragment
+// listener, from its status: the Gateway it landed on (on a pool, perhaps
+// a sibling) and its name there.
+func landedParent(l v1alpha1.GatewayListenerReference) gwv1.ParentReference {
+	return gwv1.ParentReference{Namespace: ptr.To(l.Namespace), Name: l.Name, SectionName: ptr.To(l.ListenerName)}
 }
 
-// route is HTTPRoute ns/name to echo backend, attached to the Gateway's
-// listeners sections, matching path prefix prefix ("" for every path).
+// route is HTTPRoute ns/name to echo backend, attached to Gateway
+// infra/shared's listeners sections, matching path prefix prefix ("" for
+// every path).
 func route(ns, name, prefix, backend string, sections ...gwv1.SectionName) *gwv1.HTTPRoute {
-	r := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	var parents []gwv1.ParentReference
 	for _, s := range sections {
-		r.Spec.ParentRefs = append(r.Spec.ParentRefs, gatewayParent(s))
+		parents = append(parents, landedParent(v1alpha1.GatewayListenerReference{Namespace: "infra", Name: "shared", ListenerName: s}))
 	}
+	return routeTo(ns, name, prefix, backend, parents...)
+}
+
+// routeTo is route attached to parents.
+func routeTo(ns, name, prefix, backend string, parents ...gwv1.ParentReference) *gwv1.HTTPRoute {
+	r := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	r.Spec.ParentRefs = parents
 	rule := gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{dataplane.BackendRef(backend)}}
 	if prefix != "" {
 		rule.Matches = []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptr.To(gwv1.PathMatchPathPrefix), Value: ptr.To(prefix)}}}
@@ -381,52 +401,58 @@ func route(ns, name, prefix, backend string, sections ...gwv1.SectionName) *gwv1
 func waitListenerNames(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment, listeners ...gwv1.SectionName) map[gwv1.SectionName]gwv1.SectionName {
 	t.Helper()
 	names := map[gwv1.SectionName]gwv1.SectionName{}
+	for l, landed := range waitLanded(t, c, lf, listeners...) {
+		names[l] = landed.ListenerName
+	}
+	return names
+}
+
+// waitLanded waits until the fragment's status says where each of its
+// listeners was folded (which Gateway, under which name), and returns that.
+func waitLanded(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment, listeners ...gwv1.SectionName) map[gwv1.SectionName]v1alpha1.GatewayListenerReference {
+	t.Helper()
+	landed := map[gwv1.SectionName]v1alpha1.GatewayListenerReference{}
 	waitFor(t, servedWithin, fmt.Sprintf("fragment %s/%s to report where %v were folded", lf.Namespace, lf.Name, listeners), func() (bool, string) {
 		current := &v1alpha1.ListenerFragment{}
 		get(t, c, client.ObjectKeyFromObject(lf), current)
 		for _, l := range current.Status.Listeners {
 			if l.Gateway != nil && slices.Contains(listeners, l.Name) {
-				names[l.Name] = l.Gateway.ListenerName
+				landed[l.Name] = *l.Gateway
 			}
 		}
-		return len(names) == len(listeners), fmt.Sprintf("%+v", current.Status.Listeners)
+		return len(landed) == len(listeners), fmt.Sprintf("%+v", current.Status.Listeners)
 	})
 	for _, l := range listeners {
-		if want := v1alpha1.ListenerName(lf.Namespace, lf.Name, l); names[l] != want {
-			t.Errorf("Fragment %s/%s listener %s was folded as %s, want %s (ListenerName)", lf.Namespace, lf.Name, l, names[l], want)
+		if want := v1alpha1.ListenerName(lf.Namespace, lf.Name, l); landed[l].ListenerName != want {
+			t.Errorf("Fragment %s/%s listener %s was folded as %s, want %s (ListenerName)", lf.Namespace, lf.Name, l, landed[l].ListenerName, want)
 		}
 	}
-	return names
+	return landed
 }
 
 // waitProgrammed waits until Traefik's report on every listener of the
 // fragment reached its status at its current generation: for each folded
-// listener, exactly one entry in the Gateway's status.listeners, Accepted
-// and Programmed True there at or after the Gateway generation that carried
-// the listener; the fragment's listener Accepted, ResolvedRefs and
+// listener, exactly one entry in the status.listeners of the Gateway the
+// fragment's status says it landed on (on a pool, perhaps a sibling),
+// Accepted and Programmed True there at or after the Gateway generation that
+// carried the listener; the fragment's listener Accepted, ResolvedRefs and
 // Programmed True and not Conflicted at its generation, the same as the
 // Gateway's entry says, with attachedRoutes as wanted and as the Gateway's;
 // and the fragment Programmed.
 func waitProgrammed(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment, attached map[gwv1.SectionName]int32) {
 	t.Helper()
 	key := client.ObjectKeyFromObject(lf)
-	// since is, by Gateway listener name, the Gateway's generation when a
-	// poll first found the listener in its spec: at least the generation
-	// that first carried it, so Traefik's conditions observed at or after it
-	// are about this listener, not an older one or none.
-	since := map[gwv1.SectionName]int64{}
+	// since is, by Gateway listener, the Gateway's generation when a poll
+	// first found the listener in its spec: at least the generation that
+	// first carried it, so Traefik's conditions observed at or after it are
+	// about this listener, not an older one or none.
+	since := map[v1alpha1.GatewayListenerReference]int64{}
 	var summary string
 	waitFor(t, servedWithin, fmt.Sprintf("Traefik's report on fragment %s to reach its status", key), func() (bool, string) {
 		current := &v1alpha1.ListenerFragment{}
 		get(t, c, key, current)
-		gw := &gwv1.Gateway{}
-		get(t, c, client.ObjectKey{Namespace: "infra", Name: "shared"}, gw)
-		for name := range attached {
-			gwName := v1alpha1.ListenerName(lf.Namespace, lf.Name, name)
-			if _, seen := since[gwName]; !seen && slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Name == gwName }) {
-				since[gwName] = gw.Generation
-			}
-		}
+		// Each Gateway named is read once a poll, after the fragment.
+		gateways := map[client.ObjectKey]*gwv1.Gateway{}
 		var problems, lines []string
 		gen := current.Generation
 		if cond := meta.FindStatusCondition(current.Status.Conditions, string(v1alpha1.FragmentConditionProgrammed)); cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != gen {
@@ -446,9 +472,19 @@ func waitProgrammed(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment
 				problems = append(problems, fmt.Sprintf("listener %s folded as %s, want %s", l.Name, gwName, expected))
 				continue
 			}
-			minGen, inSpec := since[gwName]
+			gwKey := client.ObjectKey{Namespace: string(l.Gateway.Namespace), Name: string(l.Gateway.Name)}
+			gw := gateways[gwKey]
+			if gw == nil {
+				gw = &gwv1.Gateway{}
+				get(t, c, gwKey, gw)
+				gateways[gwKey] = gw
+			}
+			if _, seen := since[*l.Gateway]; !seen && slices.ContainsFunc(gw.Spec.Listeners, func(gl gwv1.Listener) bool { return gl.Name == gwName }) {
+				since[*l.Gateway] = gw.Generation
+			}
+			minGen, inSpec := since[*l.Gateway]
 			if !inSpec {
-				problems = append(problems, fmt.Sprintf("listener %s: %s not in the Gateway's spec (generation %d)", l.Name, gwName, gw.Generation))
+				problems = append(problems, fmt.Sprintf("listener %s: %s not in the spec of Gateway %s (generation %d)", l.Name, gwName, gwKey, gw.Generation))
 				continue
 			}
 			// The report is Traefik's: first, what the Gateway's status says
@@ -460,7 +496,7 @@ func waitProgrammed(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment
 				}
 			}
 			if len(entries) != 1 {
-				problems = append(problems, fmt.Sprintf("listener %s: %d entries named %s in the Gateway's status.listeners, want 1", l.Name, len(entries), gwName))
+				problems = append(problems, fmt.Sprintf("listener %s: %d entries named %s in the status.listeners of Gateway %s, want 1", l.Name, len(entries), gwName, gwKey))
 				continue
 			}
 			theirs := entries[0]
@@ -468,7 +504,7 @@ func waitProgrammed(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment
 			for _, typ := range []gwv1.ListenerConditionType{gwv1.ListenerConditionAccepted, gwv1.ListenerConditionProgrammed} {
 				cond := meta.FindStatusCondition(theirs.Conditions, string(typ))
 				if cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration < minGen {
-					problems = append(problems, fmt.Sprintf("the Gateway's status of %s: %s %s, want True at generation %d or later", gwName, typ, conditionString(cond), minGen))
+					problems = append(problems, fmt.Sprintf("Gateway %s's status of %s: %s %s, want True at generation %d or later", gwKey, gwName, typ, conditionString(cond), minGen))
 					reported = false
 				}
 			}
@@ -492,14 +528,14 @@ func waitProgrammed(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment
 					continue // Traefik does not report it on this listener: gatefold's own.
 				}
 				if gc.Status != cond.Status || gc.Reason != cond.Reason || gc.Message != cond.Message {
-					problems = append(problems, fmt.Sprintf("listener %s %s %s differs from the Gateway's status of %s: %s", l.Name, typ, conditionString(cond), gwName, conditionString(gc)))
+					problems = append(problems, fmt.Sprintf("listener %s %s %s differs from Gateway %s's status of %s: %s", l.Name, typ, conditionString(cond), gwKey, gwName, conditionString(gc)))
 				}
 			}
 			if l.AttachedRoutes != want || theirs.AttachedRoutes != want {
-				problems = append(problems, fmt.Sprintf("listener %s attachedRoutes %d, the Gateway's status of %s %d, want %d", l.Name, l.AttachedRoutes, gwName, theirs.AttachedRoutes, want))
+				problems = append(problems, fmt.Sprintf("listener %s attachedRoutes %d, Gateway %s's status of %s %d, want %d", l.Name, l.AttachedRoutes, gwKey, gwName, theirs.AttachedRoutes, want))
 			}
 			programmed := meta.FindStatusCondition(theirs.Conditions, string(gwv1.ListenerConditionProgrammed))
-			lines = append(lines, fmt.Sprintf("%s as %s (in the Gateway's spec at generation %d): Programmed %s, attachedRoutes %d", l.Name, gwName, minGen, conditionString(programmed), l.AttachedRoutes))
+			lines = append(lines, fmt.Sprintf("%s as %s of Gateway %s (in its spec at generation %d): Programmed %s, attachedRoutes %d", l.Name, gwName, gwKey, minGen, conditionString(programmed), l.AttachedRoutes))
 		}
 		summary = fmt.Sprintf("generation %d; %s", gen, strings.Join(lines, "; "))
 		return len(problems) == 0, strings.Join(problems, "; ")
@@ -615,6 +651,11 @@ func waitFor(t *testing.T, timeout time.Duration, what string, check func() (boo
 			t.Fatalf("Waited %s for %s; last: %s", timeout, what, last)
 		}
 	}
+}
+
+// newProber sends requests to dp's entryPoints.
+func newProber(t *testing.T, dp *dataplane.DataPlane) *prober {
+	return &prober{t: t, dp: dp, httpPort: dp.HTTPPort, httpsPort: dp.HTTPSPort}
 }
 
 // prober sends requests to Traefik's entryPoints as a client would, by
