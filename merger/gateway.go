@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -225,36 +226,55 @@ func (r *Reconciler) bisect(ctx context.Context, t target, res Result) (map[rule
 }
 
 // applyPool writes the fold to every Gateway of the pool whose listeners
-// changed: the head, then each sibling, creating new ones. It returns the
-// Gateway a write failed on.
+// changed (the head, siblings, new siblings), poolApplies at a time: each is
+// a write of its own, and sixteen full Gateways one after another would hold
+// the pool's fold for seconds. It returns the first Gateway, in pool order,
+// a write failed on.
 func (r *Reconciler) applyPool(ctx context.Context, in *Input, res Result) (target, error) {
-	widened := false
+	var changed []target
 	for _, t := range targets(in, res) {
-		if !t.changed() {
+		if t.changed() {
+			changed = append(changed, t)
+		} else {
 			gatewayApplies.WithLabelValues(resultUnchanged).Inc()
-			continue
 		}
-		if r.ManageReferenceGrants && !widened {
-			widened = true
-			for i := range in.Fragments {
-				// A failure here is met again, and reported, after the apply.
-				if err := r.applyGrant(ctx, &in.Fragments[i], in.Gateway, res.Outcomes, true); errors.Is(err, errFenced) {
-					return t, err
-				}
+	}
+	if len(changed) == 0 {
+		return target{}, nil
+	}
+	if r.ManageReferenceGrants {
+		for i := range in.Fragments {
+			// A failure here is met again, and reported, after the apply.
+			if err := r.applyGrant(ctx, &in.Fragments[i], in.Gateway, res.Outcomes, true); errors.Is(err, errFenced) {
+				return changed[0], err
 			}
 		}
-		err := r.apply(ctx, t, t.listeners, false)
+	}
+	errs := make([]error, len(changed))
+	var g errgroup.Group
+	g.SetLimit(poolApplies)
+	for i, t := range changed {
+		g.Go(func() error {
+			errs[i] = r.apply(ctx, t, t.listeners, false)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for i, err := range errs {
 		switch {
 		case apierrors.IsConflict(err):
 			gatewayApplies.WithLabelValues(resultConflict).Inc()
-			return t, err
+			return changed[i], err
 		case err != nil:
 			gatewayApplies.WithLabelValues(resultError).Inc()
-			return t, err
+			return changed[i], err
 		}
 	}
 	return target{}, nil
 }
+
+// poolApplies is how many Gateways of a pool one fold writes at once.
+const poolApplies = 4
 
 // target is one Gateway of a pool as the merger writes it. Of the head,
 // gatefold applies only its listeners; of a sibling, its whole spec, cloned
