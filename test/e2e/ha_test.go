@@ -23,13 +23,13 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/internal/devenv"
+	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/fixture"
 	"github.com/gatefold/gatefold/test/testenv"
 )
 
 const (
 	haReplicas  = 3
-	haFragments = 60
 	haWriters   = 6
 	haNamespace = "gatefold-system"
 )
@@ -64,9 +64,31 @@ func (r *replica) ledSince(t *testing.T) time.Time {
 
 // TestLeaderFailoverLosesNothing runs three replicas against one API server,
 // kills the leader with SIGKILL in the middle of a burst of fragment creates
-// and deletes, and checks the Gateway a new leader converges to and, from the
-// API server's audit log, that only leaders wrote.
+// and deletes, freezes its successor past its lease in the middle of another,
+// and checks the Gateways the last leader converges to and, from the API
+// server's audit log, that only leaders wrote. The Gateway is a plain one, or
+// the head of a pool that the burst makes grow to four Gateways: the leader
+// is then killed while the pool's second Gateway fills, and frozen when the
+// fragments that come next need a fourth.
 func TestLeaderFailoverLosesNothing(t *testing.T) {
+	tests := map[string]struct {
+		pool bool
+		// fragments are created in the burst, every third deleted again.
+		fragments int
+		// killAt is how many the burst has sent when the leader is killed.
+		killAt int
+	}{
+		"one Gateway": {fragments: 60, killAt: 20},
+		// 74 of the first 111 stay: two Gateways; 188 of the 282: three full
+		// but one room, so the 5 created before the freeze need a fourth.
+		"a pool of four Gateways": {pool: true, fragments: 282, killAt: 111},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) { testLeaderFailover(t, tc.pool, tc.fragments, tc.killAt) })
+	}
+}
+
+func testLeaderFailover(t *testing.T, pooled bool, fragments, killAt int) {
 	dir := t.TempDir()
 	audit := filepath.Join(dir, "audit.log")
 	env, _ := startControlPlane(t, devenv.Options{AuditLog: audit})
@@ -77,46 +99,28 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 		}
 	}
 	gw := fixture.Gateway("infra", gwv1.NamespacesFromAll)
+	if pooled {
+		gw.Annotations = map[string]string{rules.PoolAnnotation: "true"}
+	}
 	if err := env.Client.Create(ctx, gw); err != nil {
 		t.Fatal(err)
 	}
 
-	bin := buildGatefold(t)
-	// The replicas run as the ServiceAccount of config/ha; the test's own
-	// client stays the administrator.
-	asInstalled := installedKubeconfig(t, env, "ha")
-	replicas := make([]*replica, haReplicas)
-	for i := range replicas {
-		r := &replica{name: fmt.Sprintf("replica-%d", i), log: filepath.Join(dir, fmt.Sprintf("replica-%d.log", i))}
-		logFile, err := os.Create(r.log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.cmd = exec.Command(bin, "manager", "--kubeconfig", asInstalled,
-			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-			"--webhook-port", fmt.Sprint(testenv.MustFreePort(t)), "--webhook-cert-dir", env.WebhookCertDir(),
-			"--leader-election-namespace", haNamespace, "--claims-namespace", haNamespace,
-			"--zap-time-encoding", "rfc3339nano", "--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms")
-		r.cmd.Env = append(os.Environ(), "POD_NAME="+r.name)
-		r.cmd.Stdout, r.cmd.Stderr = logFile, logFile
-		if err := r.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		r.exited = make(chan error, 1)
-		go func() { r.exited <- r.cmd.Wait() }()
-		t.Cleanup(func() { _ = r.cmd.Process.Kill(); <-r.exited; logFile.Close(); testenv.CheckLogFile(t, r.log) })
-		replicas[i] = r
-	}
+	replicas := startReplicas(t, env, dir)
 	first := waitLeader(t, replicas)
 	t.Logf("First leader: %s", first.name)
 
 	// The burst: writers create fragments; every third one is deleted again.
-	// The leader is killed once a third of them exist and it has folded some.
+	// The leader is killed at killAt, as soon as it has folded into the last
+	// Gateway that those that stay of the first killAt need. For a pool that
+	// is a sibling it writes beside the head, and the kill often lands
+	// between the two writes: the new leader finds a fold half-written.
 	var mu sync.Mutex
-	want := []string{"default 8080/HTTP"}
+	var want []string
 	var wg sync.WaitGroup
 	next := make(chan int)
 	var killedAt time.Time
+	var before map[gwv1.SectionName]string
 	for range haWriters {
 		wg.Add(1)
 		go func() {
@@ -140,9 +144,11 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 			}
 		}()
 	}
-	for i := range haFragments {
-		if i == haFragments/3 {
-			waitFolded(t, env.Client, gw) // so that the leader dies mid-work, not before it
+	for i := range fragments {
+		if i == killAt {
+			// So that the leader dies mid-work, not before it.
+			waitFolded(t, env.Client, gw, poolSize(gw, killAt-(killAt+2)/3))
+			before = readPool(t, env.Client, gw).placement(gw)
 			if err := first.cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
@@ -152,6 +158,9 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 	}
 	close(next)
 	wg.Wait()
+	// The most fragments ever alive at once: those that stay, and one per
+	// writer that it deletes again.
+	peak := len(want) + haWriters
 
 	var rest []*replica
 	for _, r := range replicas {
@@ -162,17 +171,19 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 	second := waitLeader(t, rest)
 	t.Logf("New leader: %s, %v after the kill", second.name, time.Since(killedAt).Round(time.Millisecond))
 
-	waitListeners(t, env.Client, gw, want)
-	t.Logf("Converged to %d listeners %v after the kill", len(want), time.Since(killedAt).Round(time.Millisecond))
-
-	waitAllAccepted(t, env.Client, haFragments-haFragments/3)
+	p := waitListeners(t, env.Client, gw, want)
+	t.Logf("Converged to %d listeners on %d Gateways %v after the kill", len(want), len(p), time.Since(killedAt).Round(time.Millisecond))
+	checkPool(t, p, gw, len(want), peak, before)
+	waitAllAccepted(t, env.Client, gw, len(want), p)
 	checkOnlyLeadersWrote(t, audit, first, second, rest)
 
 	// The new leader freezes past its lease in the middle of a burst, so that
-	// it holds folds it has not written: the last replica takes over and folds
-	// what came while it was frozen, and the frozen one, once thawed, finds it
-	// lost the lease and exits. Fenced by the resourceVersion it read, none of
-	// its stale folds may land.
+	// it holds folds it has not written (for a pool, a Gateway to create): the
+	// last replica takes over and folds what came while it was frozen, and the
+	// frozen one, once thawed, finds it lost the lease and exits. Fenced by
+	// the resourceVersion it read, or by its lease for a Gateway it would
+	// create, none of its stale folds may land.
+	before = p.placement(gw)
 	created := 0
 	createFragment := func() {
 		t.Helper()
@@ -215,32 +226,188 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = append(want, fmt.Sprintf("%s 443/HTTPS after.example.com", v1alpha1.ListenerName("team-a", lf.Name, "web")))
-	waitListeners(t, env.Client, gw, want)
-	waitAllAccepted(t, env.Client, haFragments-haFragments/3+created+1)
+	p = waitListeners(t, env.Client, gw, want)
+	// No sibling is deleted within the test (--pool-sibling-grace is 5m), and
+	// no more fragments were ever alive than now: the pool holds exactly as
+	// many Gateways as they need.
+	checkPool(t, p, gw, len(want), max(peak, len(want)), before)
+	waitAllAccepted(t, env.Client, gw, len(want), p)
+	checkSiblingsCreated(t, audit, p)
 }
 
-// waitListeners waits until the Gateway holds exactly want, in any order.
-func waitListeners(t *testing.T, c client.Client, gw *gwv1.Gateway, want []string) {
+// startReplicas starts haReplicas `gatefold manager` processes as the
+// ServiceAccount of config/ha (the test's own client stays the
+// administrator), with a short lease, logging into dir.
+func startReplicas(t *testing.T, env *devenv.Env, dir string) []*replica {
 	t.Helper()
-	want = slices.Sorted(slices.Values(want))
-	var got []string
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		current := &gwv1.Gateway{}
-		if err := c.Get(context.Background(), client.ObjectKeyFromObject(gw), current); err != nil {
+	bin := buildGatefold(t)
+	asInstalled := installedKubeconfig(t, env, "ha")
+	replicas := make([]*replica, haReplicas)
+	for i := range replicas {
+		r := &replica{name: fmt.Sprintf("replica-%d", i), log: filepath.Join(dir, fmt.Sprintf("replica-%d.log", i))}
+		logFile, err := os.Create(r.log)
+		if err != nil {
 			t.Fatal(err)
 		}
-		got = got[:0]
-		for _, l := range current.Spec.Listeners {
-			got = append(got, fixture.Summary(l))
+		r.cmd = exec.Command(bin, "manager", "--kubeconfig", asInstalled,
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+			"--webhook-port", fmt.Sprint(testenv.MustFreePort(t)), "--webhook-cert-dir", env.WebhookCertDir(),
+			"--leader-election-namespace", haNamespace, "--claims-namespace", haNamespace,
+			"--zap-time-encoding", "rfc3339nano", "--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms")
+		r.cmd.Env = append(os.Environ(), "POD_NAME="+r.name)
+		r.cmd.Stdout, r.cmd.Stderr = logFile, logFile
+		if err := r.cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		slices.Sort(got)
-		if slices.Equal(want, got) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("The Gateway did not converge within 60s (-want +got):\n%s", cmp.Diff(want, got))
+		r.exited = make(chan error, 1)
+		go func() { r.exited <- r.cmd.Wait() }()
+		t.Cleanup(func() { _ = r.cmd.Process.Kill(); <-r.exited; logFile.Close(); testenv.CheckLogFile(t, r.log) })
+		replicas[i] = r
+	}
+	return replicas
+}
+
+// pool is the Gateways of a pool as read: its head, then the siblings
+// gatefold created, in pool order. A Gateway that heads none is a pool of
+// one. Its methods take the head as the test created it, whose listeners
+// are the head's own.
+type pool []gwv1.Gateway
+
+// readPool reads the pool head heads. Every other Gateway in its namespace
+// must be a sibling of it: the tests create no other.
+func readPool(t *testing.T, c client.Client, head *gwv1.Gateway) pool {
+	t.Helper()
+	list := &gwv1.GatewayList{}
+	if err := c.List(context.Background(), list, client.InNamespace(head.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(list.Items, func(g gwv1.Gateway) bool { return g.Name == head.Name })
+	if i < 0 {
+		t.Fatalf("Gateway %s is gone", client.ObjectKeyFromObject(head))
+	}
+	p := pool{list.Items[i]}
+	for _, g := range list.Items {
+		switch {
+		case g.Name == head.Name:
+		case rules.SiblingOf(&g, &p[0]):
+			p = append(p, g)
+		default:
+			t.Fatalf("Gateway %s/%s is no sibling of %s: labels %v, owners %v", g.Namespace, g.Name, head.Name, g.Labels, g.OwnerReferences)
 		}
 	}
+	slices.SortFunc(p[1:], func(a, b gwv1.Gateway) int {
+		return rules.SiblingIndex(head.Name, a.Name) - rules.SiblingIndex(head.Name, b.Name)
+	})
+	return p
+}
+
+// folded returns the summaries of the listeners folded into the pool: all
+// but the head's own ones, which every Gateway of the pool carries.
+func (p pool) folded(head *gwv1.Gateway) []string {
+	var out []string
+	for _, g := range p {
+		for _, l := range g.Spec.Listeners {
+			if !ownListener(head, l) {
+				out = append(out, fixture.Summary(l))
+			}
+		}
+	}
+	return out
+}
+
+// placement returns the Gateway each folded listener is on, by name.
+func (p pool) placement(head *gwv1.Gateway) map[gwv1.SectionName]string {
+	out := map[gwv1.SectionName]string{}
+	for _, g := range p {
+		for _, l := range g.Spec.Listeners {
+			if !ownListener(head, l) {
+				out[l.Name] = g.Name
+			}
+		}
+	}
+	return out
+}
+
+// carriesOwn says whether every Gateway of the pool carries the head's own
+// listeners, as created.
+func (p pool) carriesOwn(head *gwv1.Gateway) bool {
+	for _, g := range p {
+		for _, own := range head.Spec.Listeners {
+			if !slices.ContainsFunc(g.Spec.Listeners, func(l gwv1.Listener) bool { return fixture.Summary(l) == fixture.Summary(own) }) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func ownListener(head *gwv1.Gateway, l gwv1.Listener) bool {
+	return slices.ContainsFunc(head.Spec.Listeners, func(own gwv1.Listener) bool { return own.Name == l.Name })
+}
+
+// poolSize is how many Gateways the pool of head needs for n one-listener
+// fragments: each holds the head's own listeners and MaxListeners in all.
+func poolSize(head *gwv1.Gateway, n int) int {
+	room := rules.MaxListeners - len(head.Spec.Listeners)
+	return (n + room - 1) / room
+}
+
+// checkPool checks a converged pool that holds n fragments' listeners, each
+// once (waitListeners): no Gateway holds more than MaxListeners or a tuple
+// another holds; there are as many Gateways as n needs, or as the most
+// fragments ever alive at once, peak, needed, since a pool grows only when
+// all its Gateways are full and shrinks only after --pool-sibling-grace;
+// and every listener in before is on the Gateway it was on then, unless its
+// fragment was deleted since.
+func checkPool(t *testing.T, p pool, head *gwv1.Gateway, n, peak int, before map[gwv1.SectionName]string) {
+	t.Helper()
+	names := make([]string, len(p))
+	tuples := map[string]string{}
+	for i, g := range p {
+		names[i] = g.Name
+		if len(g.Spec.Listeners) > rules.MaxListeners {
+			t.Errorf("Gateway %s holds %d listeners, more than %d", g.Name, len(g.Spec.Listeners), rules.MaxListeners)
+		}
+		for _, l := range g.Spec.Listeners {
+			if ownListener(head, l) {
+				continue
+			}
+			tuple := strings.TrimPrefix(fixture.Summary(l), string(l.Name)+" ")
+			if other, ok := tuples[tuple]; ok {
+				t.Errorf("%s is on Gateway %s and on Gateway %s", tuple, other, g.Name)
+			}
+			tuples[tuple] = g.Name
+		}
+	}
+	if least, most := poolSize(head, n), poolSize(head, peak); len(p) < least || len(p) > most {
+		t.Errorf("The pool has %d Gateways %v for %d fragments (at most %d alive at once), want %d to %d", len(p), names, n, peak, least, most)
+	}
+	moved := 0
+	for name, now := range p.placement(head) {
+		if was, ok := before[name]; ok && was != now {
+			t.Errorf("Listener %s moved from Gateway %s to %s", name, was, now)
+			moved++
+		}
+	}
+	t.Logf("Pool %v: %d fragments; %d listeners were folded before the failover, %d moved", names, n, len(before), moved)
+}
+
+// waitListeners waits until the pool of gw holds exactly want besides the
+// head's own listeners, which every Gateway of it carries, in any order,
+// and returns it.
+func waitListeners(t *testing.T, c client.Client, gw *gwv1.Gateway, want []string) pool {
+	t.Helper()
+	want = slices.Sorted(slices.Values(want))
+	var p pool
+	waitFor(t, 60*time.Second, fmt.Sprintf("the pool of %s to hold the %d listeners wanted", gw.Name, len(want)), func() (bool, string) {
+		p = readPool(t, c, gw)
+		got := slices.Sorted(slices.Values(p.folded(gw)))
+		if slices.Equal(want, got) && p.carriesOwn(gw) {
+			return true, ""
+		}
+		return false, fmt.Sprintf("%d Gateways, the head's own listeners carried by each: %v (-want +got):\n%s", len(p), p.carriesOwn(gw), cmp.Diff(want, got))
+	})
+	return p
 }
 
 // checkDeposedWroteNothing reads the audit log: after its successor took the
@@ -249,10 +416,7 @@ func waitListeners(t *testing.T, c client.Client, gw *gwv1.Gateway, want []strin
 // before every write, and the API server refuses a stale fold with 409.
 func checkDeposedWroteNothing(t *testing.T, audit string, deposed *replica, successorLeads time.Time) {
 	t.Helper()
-	events, err := testenv.ReadAuditLog(audit)
-	if err != nil {
-		t.Fatal(err)
-	}
+	events := auditEvents(t, audit)
 	codes := map[string]int{}
 	for _, e := range events {
 		if !strings.Contains(e.UserAgent, "("+deposed.name+")") || e.ObjectRef.Resource == "leases" || e.StageTimestamp.Before(successorLeads) {
@@ -266,44 +430,45 @@ func checkDeposedWroteNothing(t *testing.T, audit string, deposed *replica, succ
 	t.Logf("Writes of the deposed leader %s after its successor took the lease, by request and response code: %v", deposed.name, codes)
 }
 
-// waitFolded waits until the Gateway has a listener besides its own.
-func waitFolded(t *testing.T, c client.Client, gw *gwv1.Gateway) {
+// waitFolded waits until the pool of gw has the given number of Gateways
+// and its last one a folded listener.
+func waitFolded(t *testing.T, c client.Client, gw *gwv1.Gateway, gateways int) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		current := &gwv1.Gateway{}
-		if err := c.Get(context.Background(), client.ObjectKeyFromObject(gw), current); err != nil {
-			t.Fatal(err)
-		}
-		if len(current.Spec.Listeners) > 1 {
-			return
-		}
-	}
-	t.Fatal("The first leader folded nothing within 30s")
+	waitFor(t, 30*time.Second, fmt.Sprintf("the first leader to fold into Gateway number %d of the pool", gateways), func() (bool, string) {
+		p := readPool(t, c, gw)
+		return len(p) >= gateways && len(p[gateways-1].Spec.Listeners) > len(gw.Spec.Listeners), fmt.Sprintf("%d Gateways", len(p))
+	})
 }
 
-// waitAllAccepted waits until n fragments report Accepted=True.
-func waitAllAccepted(t *testing.T, c client.Client, n int) {
+// waitAllAccepted waits until n fragments report Accepted=True, each
+// listener on the Gateway of the pool of gw that carries it.
+func waitAllAccepted(t *testing.T, c client.Client, gw *gwv1.Gateway, n int, p pool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	on := p.placement(gw)
+	waitFor(t, 60*time.Second, fmt.Sprintf("%d fragments to be accepted where the pool carries them", n), func() (bool, string) {
 		list := &v1alpha1.ListenerFragmentList{}
 		if err := c.List(context.Background(), list); err != nil {
 			t.Fatal(err)
 		}
 		accepted := 0
+		var wrong []string
 		for _, lf := range list.Items {
 			if meta.IsStatusConditionTrue(lf.Status.Conditions, string(v1alpha1.FragmentConditionAccepted)) {
 				accepted++
 			}
+			if len(lf.Status.Listeners) != len(lf.Spec.Listeners) {
+				wrong = append(wrong, fmt.Sprintf("%s/%s reports %d listeners of %d", lf.Namespace, lf.Name, len(lf.Status.Listeners), len(lf.Spec.Listeners)))
+			}
+			for _, l := range lf.Status.Listeners {
+				name := v1alpha1.ListenerName(lf.Namespace, lf.Name, l.Name)
+				if want := (v1alpha1.GatewayListenerReference{Namespace: gwv1.Namespace(gw.Namespace), Name: gwv1.ObjectName(on[name]), ListenerName: name}); l.Gateway == nil || *l.Gateway != want {
+					wrong = append(wrong, fmt.Sprintf("%s/%s %s on %+v, carried as %+v", lf.Namespace, lf.Name, l.Name, l.Gateway, want))
+				}
+			}
 		}
-		if accepted == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d fragments are accepted after 60s", accepted, n)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return accepted == n && len(list.Items) == n && len(wrong) == 0,
+			fmt.Sprintf("%d of %d fragments accepted; statuses that do not name where the pool carries the listener: %v", accepted, len(list.Items), wrong[:min(len(wrong), 10)])
+	})
 }
 
 // waitLeader waits until one of the replicas logs that it leads.
@@ -322,15 +487,42 @@ func waitLeader(t *testing.T, replicas []*replica) *replica {
 	return nil
 }
 
-// checkOnlyLeadersWrote reads the audit log: every merger write (Gateways,
-// fragment statuses, ReferenceGrants) came from the first leader, or from the
-// second after it took the lease; the replica that never led wrote nothing.
-func checkOnlyLeadersWrote(t *testing.T, audit string, first, second *replica, rest []*replica) {
+func auditEvents(t *testing.T, audit string) []testenv.AuditEvent {
 	t.Helper()
 	events, err := testenv.ReadAuditLog(audit)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return events
+}
+
+// checkSiblingsCreated reads the audit log: it recorded the create of every
+// sibling of the pool, by a replica, so that checkOnlyLeadersWrote and
+// checkDeposedWroteNothing, which look at every write, saw them. A
+// server-side apply that creates is a patch answered 201.
+func checkSiblingsCreated(t *testing.T, audit string, p pool) {
+	t.Helper()
+	events := auditEvents(t, audit)
+	created := map[string]string{}
+	for _, e := range events {
+		if e.ObjectRef.Resource == "gateways" && e.ObjectRef.Namespace == p[0].Namespace && e.ResponseStatus.Code == 201 && strings.HasPrefix(e.UserAgent, "gatefold/") {
+			created[e.ObjectRef.Name] = e.UserAgent
+		}
+	}
+	for _, g := range p[1:] {
+		if created[g.Name] == "" {
+			t.Errorf("The audit log has no create of Gateway %s, a sibling gatefold created: the checks of who wrote did not see it", g.Name)
+		}
+	}
+	t.Logf("Gateways gatefold created, by user agent: %v", created)
+}
+
+// checkOnlyLeadersWrote reads the audit log: every merger write (Gateways,
+// fragment statuses, ReferenceGrants) came from the first leader, or from the
+// second after it took the lease; the replica that never led wrote nothing.
+func checkOnlyLeadersWrote(t *testing.T, audit string, first, second *replica, rest []*replica) {
+	t.Helper()
+	events := auditEvents(t, audit)
 	writes := map[string]int{}
 	secondLeads := second.ledSince(t)
 	for _, e := range events {
