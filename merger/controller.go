@@ -76,9 +76,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	switch {
 	case errors.Is(foldErr, errFenced):
 		return ctrl.Result{RequeueAfter: fenceRetry}, nil
-	case apierrors.IsConflict(foldErr):
-		// The Gateway changed since the read: fold the newer one. A deposed
-		// leader ends here instead of overwriting its successor's fold.
+	case apierrors.IsConflict(foldErr), apierrors.IsAlreadyExists(foldErr):
+		// The Gateway changed since the read, or a sibling to create exists
+		// already: fold what is there now. A deposed leader ends here
+		// instead of overwriting its successor's fold.
 		log.FromContext(ctx).V(1).Info("Gateway changed while folding, folding again", "gateway", req.NamespacedName)
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	case errors.As(foldErr, &gatewayRefused):

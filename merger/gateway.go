@@ -13,10 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	metaapply "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -262,7 +263,7 @@ func (r *Reconciler) applyPool(ctx context.Context, in *Input, res Result) (targ
 	_ = g.Wait()
 	for i, err := range errs {
 		switch {
-		case apierrors.IsConflict(err):
+		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
 			gatewayApplies.WithLabelValues(resultConflict).Inc()
 			return changed[i], err
 		case err != nil:
@@ -347,41 +348,25 @@ func listenersChanged(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], desi
 	return false
 }
 
-// apply sends one server-side apply of the target's listeners, fenced by
-// the resourceVersion the fold read: if the Gateway changed since (a newer
-// leader folded it), the API server answers 409 and nothing is written. A
-// sibling to create has no resourceVersion to send: its apply does not force
-// ownership instead, so that a Gateway someone created under its name a
-// moment ago is answered 409 rather than taken over.
+// apply writes the target's listeners, fenced by the resourceVersion the
+// fold read: if the Gateway changed since (a newer leader folded it), the
+// API server answers 409 and nothing is written. The head gets one
+// server-side apply of exactly gatefold's listeners; a sibling, gatefold's
+// own Gateway, is written whole (writeSibling).
 func (r *Reconciler) apply(ctx context.Context, t target, listeners []gwv1.Listener, dryRun bool) error {
-	applied := gwapply.Gateway(t.key.Name, t.key.Namespace)
-	if t.head == nil {
-		spec := gwapply.GatewaySpec()
-		for _, l := range listeners {
-			ac := &gwapply.ListenerApplyConfiguration{}
-			if err := convert(l, ac); err != nil {
-				return err
-			}
-			spec.WithListeners(ac)
-		}
-		applied.WithSpec(spec)
-	} else {
-		spec := &gwapply.GatewaySpecApplyConfiguration{}
-		if err := convert(siblingSpec(t.head, append(slices.Clone(t.own), listeners...)), spec); err != nil {
+	if t.head != nil {
+		return r.writeSibling(ctx, t, listeners, dryRun)
+	}
+	spec := gwapply.GatewaySpec()
+	for _, l := range listeners {
+		ac := &gwapply.ListenerApplyConfiguration{}
+		if err := convert(l, ac); err != nil {
 			return err
 		}
-		applied.WithSpec(spec).
-			WithLabels(map[string]string{rules.PoolLabel: t.head.Name}).
-			WithOwnerReferences(metaapply.OwnerReference().
-				WithAPIVersion(gwv1.GroupVersion.String()).WithKind("Gateway").WithName(t.head.Name).WithUID(t.head.UID).WithController(true))
+		spec.WithListeners(ac)
 	}
-	before := ""
-	opts := []client.ApplyOption{client.FieldOwner(rules.FieldManager)}
-	if t.gw != nil {
-		before = t.gw.ResourceVersion
-		applied.WithResourceVersion(before)
-		opts = append(opts, client.ForceOwnership)
-	}
+	applied := gwapply.Gateway(t.key.Name, t.key.Namespace).WithResourceVersion(t.gw.ResourceVersion).WithSpec(spec)
+	opts := []client.ApplyOption{client.FieldOwner(rules.FieldManager), client.ForceOwnership}
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
 	} else if err := r.fenced(); err != nil {
@@ -390,17 +375,66 @@ func (r *Reconciler) apply(ctx context.Context, t target, listeners []gwv1.Liste
 	if err := r.Client.Apply(ctx, applied, opts...); err != nil || dryRun {
 		return err
 	}
+	r.applied(ctx, t, applied.ResourceVersion != nil && *applied.ResourceVersion == t.gw.ResourceVersion, len(listeners))
+	return nil
+}
+
+// writeSibling creates or updates a sibling whole: the head's spec, its own
+// listeners, the folded ones, and listeners other managers added, kept. A
+// create, not an apply, so that a Gateway of that name someone created a
+// moment ago (or a deposed leader's successor did) is answered
+// AlreadyExists and never taken over; an update, fenced by resourceVersion,
+// so that listeners gatefold no longer sends are removed although every
+// replica writes as one field manager.
+func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv1.Listener, dryRun bool) error {
+	gw := &gwv1.Gateway{}
+	var kept []gwv1.Listener
+	if t.gw != nil {
+		gw = t.gw.DeepCopy()
+		kept = slices.DeleteFunc(slices.Clone(gw.Spec.Listeners), func(l gwv1.Listener) bool { return t.managed.Has(l.Name) })
+	}
+	gw.Namespace, gw.Name = t.key.Namespace, t.key.Name
+	gw.Spec = siblingSpec(t.head, slices.Concat(t.own, listeners, kept))
+	if gw.Labels == nil {
+		gw.Labels = map[string]string{}
+	}
+	gw.Labels[rules.PoolLabel] = t.head.Name
+	gw.OwnerReferences = slices.DeleteFunc(gw.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == t.head.UID })
+	gw.OwnerReferences = append(gw.OwnerReferences, metav1.OwnerReference{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: t.head.Name, UID: t.head.UID, Controller: ptr.To(true)})
+	opts := []client.CreateOption{client.FieldOwner(rules.FieldManager)}
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	} else if err := r.fenced(); err != nil {
+		return err
+	}
+	if t.gw == nil {
+		if err := r.Client.Create(ctx, gw, opts...); err != nil || dryRun {
+			return err
+		}
+		log.FromContext(ctx).Info("Created a Gateway for a pool", "gateway", klog.KObj(t.head), "sibling", t.key.Name)
+		r.Recorder.Eventf(t.head, nil, corev1.EventTypeNormal, "PoolGrew", "Fold", "Created Gateway %s for the pool: its Gateways had no room for the listeners folded into it", t.key.Name)
+		r.applied(ctx, t, false, len(listeners))
+		return nil
+	}
+	updateOpts := []client.UpdateOption{client.FieldOwner(rules.FieldManager)}
+	if dryRun {
+		updateOpts = append(updateOpts, client.DryRunAll)
+	}
+	if err := r.Client.Update(ctx, gw, updateOpts...); err != nil || dryRun {
+		return err
+	}
+	r.applied(ctx, t, gw.ResourceVersion == t.gw.ResourceVersion, len(listeners))
+	return nil
+}
+
+// applied counts and logs a write of the target's listeners.
+func (r *Reconciler) applied(ctx context.Context, t target, noop bool, listeners int) {
 	result := resultWritten
-	if applied.ResourceVersion != nil && *applied.ResourceVersion == before {
+	if noop {
 		result = resultNoop
 	}
 	gatewayApplies.WithLabelValues(result).Inc()
-	log.FromContext(ctx).Info("Applied listeners", "gateway", t.key, "listeners", len(listeners), "result", result)
-	if t.gw == nil {
-		log.FromContext(ctx).Info("Created a Gateway for a pool", "gateway", klog.KObj(t.head), "sibling", t.key.Name)
-		r.Recorder.Eventf(t.head, nil, corev1.EventTypeNormal, "PoolGrew", "Fold", "Created Gateway %s for the pool: its Gateways had no room for the listeners folded into it", t.key.Name)
-	}
-	return nil
+	log.FromContext(ctx).Info("Applied listeners", "gateway", t.key, "listeners", listeners, "result", result)
 }
 
 // convert copies a typed object into its apply configuration through JSON,

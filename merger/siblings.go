@@ -24,7 +24,7 @@ import (
 // The merger reads and writes a pool's siblings here; where sources land is
 // the fold's (pool.go).
 
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=create;delete
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=create;update;delete
 
 // readPool adds to in the pool the Gateway heads: its siblings and the
 // names taken in its namespace. A Gateway that is not marked and has no
