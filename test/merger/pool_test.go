@@ -374,3 +374,23 @@ func TestUnmarkedHeadDrainsItsSiblings(t *testing.T) {
 		return fmt.Errorf("drained sibling %s still exists (%v)", sibling, err)
 	})
 }
+
+// TestPoolLeavesOthersGatewaysAlone: a Gateway someone else made under a
+// sibling's name is skipped, never written; a label alone makes no sibling.
+func TestPoolLeavesOthersGatewaysAlone(t *testing.T) {
+	ns := newNamespace(t, nil)
+	taken := fixture.Gateway(ns, gwv1.NamespacesFromSame, fixture.Own("mine", 9000, gwv1.HTTPProtocolType, ""))
+	taken.Name, taken.Labels = rules.SiblingName("shared", 2), map[string]string{rules.PoolLabel: "shared"}
+	create(t, taken)
+	head := poolHead(t, ns)
+	createRoutes(t, ns, head, 0, 64)
+	landed := landings(t, ns, 64)
+	if landed["r0063"] != rules.SiblingName(head.Name, 3) {
+		t.Errorf("The 64th fragment landed on %q, want %s", landed["r0063"], rules.SiblingName(head.Name, 3))
+	}
+	got := &gwv1.Gateway{}
+	get(t, client.ObjectKeyFromObject(taken), got)
+	if diff := listeners(got); len(diff) != 1 || diff[0] != "mine 9000/HTTP" || len(got.OwnerReferences) != 0 || got.Generation != 1 {
+		t.Errorf("The Gateway gatefold did not create was written: listeners %v, owners %+v, generation %d", diff, got.OwnerReferences, got.Generation)
+	}
+}
