@@ -76,9 +76,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	switch {
 	case errors.Is(foldErr, errFenced):
 		return ctrl.Result{RequeueAfter: fenceRetry}, nil
-	case apierrors.IsConflict(foldErr), apierrors.IsAlreadyExists(foldErr):
-		// The Gateway changed since the read, or a sibling to create exists
-		// already: fold what is there now. A deposed leader ends here
+	case apierrors.IsConflict(foldErr), apierrors.IsAlreadyExists(foldErr), apierrors.IsNotFound(foldErr):
+		// The Gateway changed since the read, a sibling to create exists
+		// already, or one to write is gone: fold what is there now. A deposed leader ends here
 		// instead of overwriting its successor's fold.
 		log.FromContext(ctx).V(1).Info("Gateway changed while folding, folding again", "gateway", req.NamespacedName)
 		return ctrl.Result{RequeueAfter: time.Second}, nil
@@ -174,6 +174,7 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 		r.carried.forget(key)
 		r.refusals.forget(key)
 		r.attached.forget(key)
+		r.pools.forget(key)
 	case err != nil:
 		return in, setsNotFolded, fmt.Errorf("reading Gateway %s: %w", key, err)
 	default:

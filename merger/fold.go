@@ -108,7 +108,7 @@ func Fold(in Input) Result {
 	}
 
 	res.Own = rules.OwnListeners(in.Gateway, in.Managed, fragments)
-	p := newPool(&in, res.Own, fragments)
+	var placeable []v1alpha1.ListenerFragment
 	for i := range fragments {
 		lf := &fragments[i]
 		if allowed, why := rules.NamespaceAllowed(in.Gateway, lf.Namespace, in.NamespaceLabels[lf.Namespace]); !allowed {
@@ -121,6 +121,11 @@ func Fold(in Input) Result {
 				fmt.Sprintf("The API server refused this %s's listeners on Gateway %s: %s", rules.KindOf(lf), gatewayKey(in.Gateway), msg))
 			continue
 		}
+		placeable = append(placeable, *lf)
+	}
+	p := newPool(&in, res.Own, fragments, placeable)
+	for i := range placeable {
+		lf := &placeable[i]
 		placements, r := p.place(lf, in.Grants)
 		outcomes := make([]Outcome, len(placements))
 		for j, pl := range placements {

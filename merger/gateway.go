@@ -41,7 +41,7 @@ func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *Inp
 	gw := in.Gateway
 	if gw != nil {
 		if err := r.refusals.recallOwner(key, gw.Generation, in.Fragments, time.Now()); err != nil {
-			res = refusedByGateway(in, err)
+			res = refusedByGateway(in, key, err)
 			return res, &gatewayRefusedError{gateway: key, err: err}
 		}
 	}
@@ -54,25 +54,25 @@ func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *Inp
 		if !refused(err) {
 			return res, err
 		}
-		if t.gw == nil {
-			// A sibling the API server would not create (a quota, a
-			// policy): the pool stops growing for a while, and the
-			// fragments that needed it say so.
-			log.FromContext(ctx).Error(err, "The API server refused a new Gateway for a pool; the pool does not grow until the refusal expires", "gateway", klog.KObj(gw), "sibling", t.key.Name)
-			r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "PoolGrowthRefused", "Fold", "The API server refused to create Gateway %s for the pool: %v", t.key.Name, err)
-			in.Pool.NoGrowth = r.pools.refuse(key, t.key.Name, err, time.Now())
-			continue
-		}
 		blamed, berr := r.bisect(ctx, t, res)
 		if berr != nil {
 			return res, berr
 		}
-		if len(blamed) == 0 {
+		switch {
+		case len(blamed) == 0 && t.gw == nil:
+			// A sibling the API server would not create for no fragment's
+			// sake (a quota, a policy): the pool stops growing for a while,
+			// and the fragments that needed it say so.
+			log.FromContext(ctx).Error(err, "The API server refused a new Gateway for a pool; the pool does not grow until the refusal expires", "gateway", klog.KObj(gw), "sibling", t.key.Name)
+			r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "PoolGrowthRefused", "Fold", "The API server refused to create Gateway %s for the pool: %v", t.key.Name, err)
+			in.Pool.NoGrowth = r.pools.refuse(key, t.key.Name, err, time.Now())
+			continue
+		case len(blamed) == 0:
 			r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "ApplyFailed", "Fold", "The API server refused gatefold's listeners on Gateway %s, and no ListenerFragment or ListenerSet is the cause: %v", t.key, err)
 			log.FromContext(ctx).Error(err, "The API server refused the Gateway's folded listeners, and no fragment or ListenerSet is the cause", "gateway", klog.KObj(gw), "refusedBy", t.key)
 			r.refusals.rememberOwner(key, gw.Generation, in.Fragments, err, time.Now())
-			res = refusedByGateway(in, err)
-			return res, &gatewayRefusedError{gateway: key, err: err}
+			res = refusedByGateway(in, t.key, err)
+			return res, &gatewayRefusedError{gateway: t.key, err: err}
 		}
 		for source, msg := range blamed {
 			log.FromContext(ctx).Info("The API server refused a source's listeners; folding the others", "gateway", klog.KObj(gw), "refusedBy", t.key, "source", source.String(), "message", msg)
@@ -103,9 +103,11 @@ func (e *gatewayRefusedError) Unwrap() error { return e.err }
 // fragment whose listeners the Gateway does not already carry as folded left
 // out with the API server's message, so that no status claims a listener
 // that did not land.
-func refusedByGateway(in *Input, err error) Result {
-	gw := in.Gateway
-	msg := fmt.Sprintf("The API server refused gatefold's write to Gateway %s, which its owner must resolve: %v", gatewayKey(gw), err)
+func refusedByGateway(in *Input, refusedBy types.NamespacedName, err error) Result {
+	msg := fmt.Sprintf("The API server refused gatefold's write to Gateway %s, which its owner must resolve: %v", refusedBy, err)
+	if refusedBy != client.ObjectKeyFromObject(in.Gateway) {
+		msg = fmt.Sprintf("The API server refused gatefold's write to Gateway %s of the pool of Gateway %s, which the head's owner must resolve: %v", refusedBy, gatewayKey(in.Gateway), err)
+	}
 	if in.Rejected == nil {
 		in.Rejected = map[rules.Source]string{}
 	}
@@ -251,10 +253,31 @@ func (r *Reconciler) applyPool(ctx context.Context, in *Input, res Result) (targ
 			}
 		}
 	}
-	errs := make([]error, len(changed))
+	// Gateways that give up a listener are written first: a tuple moving
+	// from one Gateway of the pool to another is never on both.
+	var removing, adding []target
+	for _, t := range changed {
+		if t.removes() {
+			removing = append(removing, t)
+		} else {
+			adding = append(adding, t)
+		}
+	}
+	for _, phase := range [][]target{removing, adding} {
+		if t, err := r.applyAll(ctx, phase); err != nil {
+			return t, err
+		}
+	}
+	return target{}, nil
+}
+
+// applyAll writes the targets, poolApplies at a time, and returns the first
+// of them whose write failed.
+func (r *Reconciler) applyAll(ctx context.Context, ts []target) (target, error) {
+	errs := make([]error, len(ts))
 	var g errgroup.Group
 	g.SetLimit(poolApplies)
-	for i, t := range changed {
+	for i, t := range ts {
 		g.Go(func() error {
 			errs[i] = r.apply(ctx, t, t.listeners, false)
 			return nil
@@ -263,12 +286,13 @@ func (r *Reconciler) applyPool(ctx context.Context, in *Input, res Result) (targ
 	_ = g.Wait()
 	for i, err := range errs {
 		switch {
-		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err):
+			// Changed, created or deleted since the fold read it.
 			gatewayApplies.WithLabelValues(resultConflict).Inc()
-			return changed[i], err
+			return ts[i], err
 		case err != nil:
 			gatewayApplies.WithLabelValues(resultError).Inc()
-			return changed[i], err
+			return ts[i], err
 		}
 	}
 	return target{}, nil
@@ -300,6 +324,30 @@ func targets(in *Input, res Result) []target {
 	return ts
 }
 
+// desired are the listeners gatefold writes to the target: a sibling
+// carries the head's own first.
+func (t target) desired() []gwv1.Listener {
+	if t.head == nil {
+		return t.listeners
+	}
+	return slices.Concat(t.own, t.listeners)
+}
+
+// removes says whether writing the target takes a listener gatefold wrote
+// off its Gateway, or changes one.
+func (t target) removes() bool {
+	if t.gw == nil {
+		return false
+	}
+	desired := t.desired()
+	for _, l := range t.gw.Spec.Listeners {
+		if t.managed.Has(l.Name) && !slices.ContainsFunc(desired, func(d gwv1.Listener) bool { return equality.Semantic.DeepEqual(d, l) }) {
+			return true
+		}
+	}
+	return false
+}
+
 // changed reports whether applying the target would change its Gateway: a
 // steady state makes no request at all.
 func (t target) changed() bool {
@@ -312,7 +360,7 @@ func (t target) changed() bool {
 	want := siblingSpec(t.head, nil)
 	got := t.gw.Spec
 	got.Listeners = nil
-	return !equality.Semantic.DeepEqual(want, got) || listenersChanged(t.gw, t.managed, append(slices.Clone(t.own), t.listeners...))
+	return !equality.Semantic.DeepEqual(want, got) || listenersChanged(t.gw, t.managed, t.desired())
 }
 
 // siblingSpec is the spec of a sibling of head with the given listeners:
@@ -348,6 +396,9 @@ func listenersChanged(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], desi
 	return false
 }
 
+// Dry runs are sent without read-your-writes consistency: they write
+// nothing to wait for (a dry-run create has no resourceVersion at all).
+
 // apply writes the target's listeners, fenced by the resourceVersion the
 // fold read: if the Gateway changed since (a newer leader folded it), the
 // API server answers 409 and nothing is written. The head gets one
@@ -368,7 +419,7 @@ func (r *Reconciler) apply(ctx context.Context, t target, listeners []gwv1.Liste
 	applied := gwapply.Gateway(t.key.Name, t.key.Namespace).WithResourceVersion(t.gw.ResourceVersion).WithSpec(spec)
 	opts := []client.ApplyOption{client.FieldOwner(rules.FieldManager), client.ForceOwnership}
 	if dryRun {
-		opts = append(opts, client.DryRunAll)
+		opts = append(opts, client.DryRunAll, client.DisableReadYourWritesConsistency)
 	} else if err := r.fenced(); err != nil {
 		return err
 	}
@@ -393,17 +444,22 @@ func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv
 		gw = t.gw.DeepCopy()
 		kept = slices.DeleteFunc(slices.Clone(gw.Spec.Listeners), func(l gwv1.Listener) bool { return t.managed.Has(l.Name) })
 	}
+	if t.gw != nil && len(t.own)+len(listeners)+len(kept) == 0 {
+		// A Gateway holds a listener at least: a sibling of a head without
+		// its own goes as soon as it carries nothing.
+		return r.deleteSibling(ctx, t, dryRun, "it carries no listener, and a Gateway must hold one")
+	}
 	gw.Namespace, gw.Name = t.key.Namespace, t.key.Name
 	gw.Spec = siblingSpec(t.head, slices.Concat(t.own, listeners, kept))
 	if gw.Labels == nil {
 		gw.Labels = map[string]string{}
 	}
-	gw.Labels[rules.PoolLabel] = t.head.Name
+	gw.Labels[rules.PoolLabel] = rules.PoolLabelValue(t.head.Name)
 	gw.OwnerReferences = slices.DeleteFunc(gw.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == t.head.UID })
 	gw.OwnerReferences = append(gw.OwnerReferences, metav1.OwnerReference{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: t.head.Name, UID: t.head.UID, Controller: ptr.To(true)})
 	opts := []client.CreateOption{client.FieldOwner(rules.FieldManager)}
 	if dryRun {
-		opts = append(opts, client.DryRunAll)
+		opts = append(opts, client.DryRunAll, client.DisableReadYourWritesConsistency)
 	} else if err := r.fenced(); err != nil {
 		return err
 	}
@@ -418,7 +474,7 @@ func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv
 	}
 	updateOpts := []client.UpdateOption{client.FieldOwner(rules.FieldManager)}
 	if dryRun {
-		updateOpts = append(updateOpts, client.DryRunAll)
+		updateOpts = append(updateOpts, client.DryRunAll, client.DisableReadYourWritesConsistency)
 	}
 	if err := r.Client.Update(ctx, gw, updateOpts...); err != nil || dryRun {
 		return err

@@ -88,7 +88,10 @@ type stay struct {
 	carried sets.Set[gwv1.SectionName]
 }
 
-func newPool(in *Input, own []gwv1.Listener, sources []v1alpha1.ListenerFragment) *pool {
+// newPool makes the pool of one fold: sources are all the Gateway's sources
+// (their listener names are not a sibling's own), placeable those the fold
+// places, in precedence order.
+func newPool(in *Input, own []gwv1.Listener, sources, placeable []v1alpha1.ListenerFragment) *pool {
 	head := &room{gw: in.Gateway, exists: true, managed: in.Managed, since: in.CarriedSince, taken: len(own)}
 	p := &pool{board: rules.OwnBoard(own), rooms: []*room{head}, head: in.Gateway, own: len(own)}
 	if in.Pool == nil {
@@ -104,9 +107,19 @@ func newPool(in *Input, own []gwv1.Listener, sources []v1alpha1.ListenerFragment
 		}
 		p.rooms = append(p.rooms, &room{gw: s.Gateway, exists: true, managed: s.Managed, since: s.CarriedSince, taken: len(own) + len(foreign)})
 	}
-	p.stays = stays(p.rooms, sources)
-	for _, s := range p.stays {
-		p.rooms[s.room].reserved += s.carried.Len()
+	p.stays = stays(p.rooms, placeable)
+	// Room is reserved oldest first: where a Gateway no longer holds what
+	// its sources carry (the head's own listeners grew), its youngest ones
+	// lose their place, and move as new ones would.
+	for i := range placeable {
+		key := rules.SourceOf(&placeable[i])
+		if s, ok := p.stays[key]; ok {
+			if r := p.rooms[s.room]; r.taken+r.reserved+s.carried.Len() > rules.MaxListeners {
+				delete(p.stays, key)
+				continue
+			}
+			p.rooms[s.room].reserved += s.carried.Len()
+		}
 	}
 	return p
 }
@@ -179,11 +192,11 @@ func (p *pool) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Ref
 				gatewayKey(r.gw), rules.KindOf(lf), len(t.Fits)-len(kept), rules.KindOf(lf), rules.KindOf(lf), gatewayKey(r.gw)))
 			return p.commit(lf, t, kept, s.room), r
 		}
-		// Not even what it carries fits any more (the head's own
-		// listeners grew): it moves whole, as a new source would.
+		// None of what it carries is still wanted (its listeners were
+		// renamed or now conflict): it is placed as a new source.
 	}
 	need := len(t.Fits)
-	if need > rules.MaxListeners-p.own {
+	if need > rules.MaxListeners-p.own && rules.KindOf(lf) != rules.KindListenerSet {
 		return t.NoRoom(fmt.Sprintf("This %s needs %d listeners, and a Gateway of the pool of %s holds at most %d besides the head's %d own: split it",
 			rules.KindOf(lf), need, gatewayKey(p.head), rules.MaxListeners-p.own, p.own)), p.rooms[0]
 	}

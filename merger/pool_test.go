@@ -167,6 +167,28 @@ func TestPoolPlacement(t *testing.T) {
 			landed:  map[string]string{"r0005": "shared"},
 			reasons: map[string]string{"shop/r0005/api": "TooManyListeners: Gateway infra/shared, which carries this ListenerFragment's other listeners, has no room for 1 more: a folded ListenerFragment does not move to another Gateway of the pool, so that its traffic is never cut over; put these listeners in a new ListenerFragment, or free room on infra/shared"},
 		},
+		"when the head's own listeners grow, the youngest fragments of a full Gateway move, not the oldest": {
+			input: func() Input {
+				fs := routes(0, 126)
+				head, managed := carrying(poolHead(), nil, fs[:63]...)
+				head.Spec.Listeners = append(head.Spec.Listeners, own("metrics", 9090, gwv1.HTTPProtocolType, ""))
+				sib, sibManaged := carrying(sibling(2), sets.New[gwv1.SectionName]("http"), fs[63:]...)
+				return Input{Gateway: head, Managed: managed, Fragments: fs,
+					Pool: &Pool{Names: sets.New("shared", "shared-2"), Siblings: []Sibling{{Gateway: sib, Managed: sibManaged}}}}
+			},
+			per:    map[string]int{"shared": 62, "shared-2": 62, "shared-3": 2},
+			landed: map[string]string{"r0000": "shared", "r0061": "shared", "r0062": "shared-3", "r0063": "shared-2", "r0124": "shared-2", "r0125": "shared-3"},
+		},
+		"a fragment left out (refused) frees its room for a new one": {
+			input: func() Input {
+				fs := routes(0, 63)
+				head, managed := carrying(poolHead(), nil, fs...)
+				return Input{Gateway: head, Managed: managed, Fragments: append(fs, routes(100, 1)...), Pool: &Pool{Names: sets.New("shared")},
+					Rejected: map[rules.Source]string{fragmentKey("shop", "r0005"): "refused"}}
+			},
+			per:    map[string]int{"shared": 63},
+			landed: map[string]string{"r0100": "shared"},
+		},
 		"a fragment too big for any Gateway of the pool is told to split": {
 			input: func() Input {
 				var ls []gwv1.ListenerEntry

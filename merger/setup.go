@@ -87,6 +87,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ListenerFragment{}, certificateNamespaceIndex, certificateNamespaces); err != nil {
 		return fmt.Errorf("indexing fragments by certificate namespace: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &gwv1.Gateway{}, poolIndex, headOfSibling); err != nil {
+		return fmt.Errorf("indexing Gateways by pool head: %w", err)
+	}
 	listenerSets := opts.ListenerSetControllers.Len() > 0
 	if listenerSets {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, &gwv1.ListenerSet{}, certificateNamespaceIndex, certificateNamespaces); err != nil {

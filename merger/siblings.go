@@ -32,11 +32,18 @@ import (
 // they carry, but does not grow, and lets them empty.
 func (r *Reconciler) readPool(ctx context.Context, in *Input) error {
 	gw := in.Gateway
-	// Read your writes: a sibling this replica just created must be seen,
-	// or the fold would name it anew and lose what it carries.
 	list := &gwv1.GatewayList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(gw.Namespace)); err != nil {
-		return fmt.Errorf("listing the Gateways of namespace %s: %w", gw.Namespace, err)
+	if rules.PoolHead(gw) {
+		// Read your writes: a sibling this replica just created must be
+		// seen, or the fold would name it anew. Every name in the namespace
+		// is read: a new sibling takes one no Gateway has.
+		if err := r.Client.List(ctx, list, client.InNamespace(gw.Namespace)); err != nil {
+			return fmt.Errorf("listing the Gateways of namespace %s: %w", gw.Namespace, err)
+		}
+	} else if err := r.Client.List(ctx, list, client.MatchingFields{poolIndex: client.ObjectKeyFromObject(gw).String()}, client.DisableReadYourWritesConsistency); err != nil {
+		// Only an unmarked head still has siblings, which it never adds to:
+		// every other Gateway's fold waits on no one's writes.
+		return fmt.Errorf("listing the siblings of Gateway %s: %w", klog.KObj(gw), err)
 	}
 	p := &Pool{Names: sets.New[string]()}
 	for i := range list.Items {
@@ -61,6 +68,17 @@ func (r *Reconciler) readPool(ctx context.Context, in *Input) error {
 	return nil
 }
 
+// poolIndex indexes Gateways by "namespace/name" of the head whose sibling
+// they are.
+const poolIndex = "gatefold.dev/pool-head"
+
+func headOfSibling(o client.Object) []string {
+	if head, ok := rules.HeadOf(o.(*gwv1.Gateway)); ok {
+		return []string{head.String()}
+	}
+	return nil
+}
+
 // prune deletes the siblings that have carried no folded listener for the
 // grace period, and returns when to look again at those that will. A
 // sibling this fold wrote is left for the next: the delete is fenced by the
@@ -80,22 +98,34 @@ func (r *Reconciler) prune(ctx context.Context, in *Input, res Result) (time.Dur
 			}
 			continue
 		}
-		if err := r.fenced(); err != nil {
+		if err := r.deleteSibling(ctx, t, false, fmt.Sprintf("it carried no folded listener for %s", r.PoolGrace)); err != nil {
 			return 0, err
 		}
-		err := r.Client.Delete(ctx, t.gw, client.Preconditions{UID: ptr.To(t.gw.UID), ResourceVersion: ptr.To(t.gw.ResourceVersion)})
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return 0, fmt.Errorf("deleting Gateway %s, an empty sibling in the pool of %s: %w", t.key, klog.KObj(in.Gateway), err)
-		default:
-			log.FromContext(ctx).Info("Deleted an empty Gateway of a pool", "gateway", klog.KObj(in.Gateway), "sibling", t.key.Name, "emptyFor", r.PoolGrace)
-			r.Recorder.Eventf(in.Gateway, nil, corev1.EventTypeNormal, "PoolShrank", "Fold", "Deleted Gateway %s of the pool: it carried no folded listener for %s", t.key.Name, r.PoolGrace)
-		}
-		r.pools.filled(t.key)
-		r.carried.forget(t.key)
 	}
 	return next, nil
+}
+
+// deleteSibling deletes the target, a sibling, fenced by the uid and
+// resourceVersion the fold read; why says why, in the log and the event.
+func (r *Reconciler) deleteSibling(ctx context.Context, t target, dryRun bool, why string) error {
+	opts := []client.DeleteOption{client.Preconditions{UID: ptr.To(t.gw.UID), ResourceVersion: ptr.To(t.gw.ResourceVersion)}}
+	if dryRun {
+		opts = append(opts, client.DryRunAll, client.DisableReadYourWritesConsistency)
+	} else if err := r.fenced(); err != nil {
+		return err
+	}
+	switch err := r.Client.Delete(ctx, t.gw, opts...); {
+	case dryRun || apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("deleting Gateway %s of the pool of %s: %w", t.key, klog.KObj(t.head), err)
+	}
+	log.FromContext(ctx).Info("Deleted a Gateway of a pool", "gateway", klog.KObj(t.head), "sibling", t.key.Name, "why", why)
+	r.Recorder.Eventf(t.head, nil, corev1.EventTypeNormal, "PoolShrank", "Fold", "Deleted Gateway %s of the pool: %s", t.key.Name, why)
+	gatewayApplies.WithLabelValues(resultWritten).Inc()
+	r.pools.filled(t.key)
+	r.carried.forget(t.key)
+	return nil
 }
 
 // siblingsToHead maps a Gateway event to the Gateway to fold: a sibling's
@@ -145,6 +175,13 @@ func (m *poolMemo) recall(head types.NamespacedName, now time.Time) string {
 		return ""
 	}
 	return g.msg
+}
+
+// forget drops what is remembered of a deleted head's growth.
+func (m *poolMemo) forget(head types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.refused, head)
 }
 
 // empty returns since when the sibling has been seen empty.

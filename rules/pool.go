@@ -1,11 +1,14 @@
 package rules
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -18,10 +21,22 @@ const (
 	// PoolAnnotation, set to "true" on a Gateway, makes it the head of a
 	// pool that grows.
 	PoolAnnotation = "gatefold.dev/pool"
-	// PoolLabel on a sibling names its head, which also controls it (an
-	// ownerReference): a label alone does not make a Gateway a sibling.
+	// PoolLabel on a sibling names its head (PoolLabelValue), which also
+	// controls it (an ownerReference): a label alone does not make a
+	// Gateway a sibling.
 	PoolLabel = "gatefold.dev/pool-head"
 )
+
+// PoolLabelValue is the PoolLabel value of the siblings of head: its name,
+// or, past the 63 characters a label value may have, its first 46 and a
+// hash of it.
+func PoolLabelValue(head string) string {
+	if len(head) <= validation.LabelValueMaxLength {
+		return head
+	}
+	sum := sha256.Sum256([]byte(head))
+	return head[:46] + "-" + hex.EncodeToString(sum[:8])
+}
 
 // PoolHead says whether the Gateway's owner made it the head of a pool.
 func PoolHead(gw *gwv1.Gateway) bool { return gw.Annotations[PoolAnnotation] == "true" }
@@ -29,12 +44,12 @@ func PoolHead(gw *gwv1.Gateway) bool { return gw.Annotations[PoolAnnotation] == 
 // HeadOf returns the head of the pool a sibling belongs to, and false for a
 // Gateway that is no sibling.
 func HeadOf(gw *gwv1.Gateway) (types.NamespacedName, bool) {
-	head, labelled := gw.Labels[PoolLabel]
+	label, labelled := gw.Labels[PoolLabel]
 	ref := metav1.GetControllerOf(gw)
-	if !labelled || ref == nil || ref.Kind != "Gateway" || ref.Name != head || !strings.HasPrefix(ref.APIVersion, gwv1.GroupName+"/") {
+	if !labelled || ref == nil || ref.Kind != "Gateway" || label != PoolLabelValue(ref.Name) || !strings.HasPrefix(ref.APIVersion, gwv1.GroupName+"/") {
 		return types.NamespacedName{}, false
 	}
-	return types.NamespacedName{Namespace: gw.Namespace, Name: head}, true
+	return types.NamespacedName{Namespace: gw.Namespace, Name: ref.Name}, true
 }
 
 // SiblingOf says whether gw is a sibling in the pool of head.

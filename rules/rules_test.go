@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -318,5 +319,25 @@ func TestListenerSetsFolded(t *testing.T) {
 				t.Errorf("ListenerSetsFolded = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestPoolNamesAndLabels(t *testing.T) {
+	for _, head := range []string{"shared", strings.Repeat("a", 63), strings.Repeat("very-long.gateway-name", 11)} {
+		label := PoolLabelValue(head)
+		if errs := validation.IsValidLabelValue(label); len(errs) > 0 {
+			t.Errorf("PoolLabelValue(%q) = %q, not a label value: %v", head, label, errs)
+		}
+		sib := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: SiblingName(head, 2), Labels: map[string]string{PoolLabel: label},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: head, Controller: ptr.To(true)}}}}
+		if got, ok := HeadOf(sib); !ok || got.Name != head {
+			t.Errorf("HeadOf(sibling of %q) = %v, %v", head, got, ok)
+		}
+		if n := SiblingIndex(head, sib.Name); n != 2 || len(sib.Name) > 253 {
+			t.Errorf("SiblingIndex(%q, %q) = %d (name of %d characters)", head, sib.Name, n, len(sib.Name))
+		}
+	}
+	if PoolLabelValue(strings.Repeat("a", 64)) == PoolLabelValue(strings.Repeat("a", 65)) {
+		t.Error("Two long heads share a label value")
 	}
 }

@@ -38,6 +38,10 @@ func (v *gatewayValidator) ValidateDelete(context.Context, *gwv1.Gateway) (admis
 }
 
 func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission.Warnings {
+	var warnings admission.Warnings
+	if mark, ok := gw.Annotations[rules.PoolAnnotation]; ok && !rules.PoolHead(gw) {
+		warnings = append(warnings, fmt.Sprintf("metadata.annotations[%s] is %q: only \"true\" makes this Gateway the head of a pool, so gatefold treats it as unmarked", rules.PoolAnnotation, mark))
+	}
 	fragments, err := fragmentsOf(ctx, v.cache, gw)
 	var placed, listenerSets []v1alpha1.ListenerFragment
 	if err == nil {
@@ -49,13 +53,12 @@ func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission
 	}
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "Checking a Gateway's listeners against its ListenerFragments", "gateway", klog.KObj(gw))
-		return admission.Warnings{"gatefold could not check this Gateway's listeners against its ListenerFragments: gatefold's log has the details"}
+		return append(warnings, "gatefold could not check this Gateway's listeners against its ListenerFragments: gatefold's log has the details")
 	}
 	own := sets.New[gwv1.SectionName]()
 	for _, l := range rules.OwnListeners(gw, rules.ManagedListeners(gw), fragments) {
 		own.Insert(l.Name)
 	}
-	var warnings admission.Warnings
 	for i, l := range gw.Spec.Listeners {
 		if !own.Has(l.Name) {
 			continue

@@ -225,10 +225,12 @@ func invalid(lf *v1alpha1.ListenerFragment, errs field.ErrorList) error {
 	return apierrors.NewInvalid(fragmentGK, lf.Name, errs)
 }
 
-// fragmentsOf lists the fragments that name gw as their parent.
+// fragmentsOf lists the fragments that name gw as their parent. They are
+// the cache's own objects, not copies (a pool's head has a thousand): they
+// must only be read.
 func fragmentsOf(ctx context.Context, c client.Reader, gw *gwv1.Gateway) ([]v1alpha1.ListenerFragment, error) {
 	list := &v1alpha1.ListenerFragmentList{}
-	if err := c.List(ctx, list, client.MatchingFields{rules.ParentIndex: klog.KObj(gw).String()}); err != nil {
+	if err := c.List(ctx, list, client.MatchingFields{rules.ParentIndex: klog.KObj(gw).String()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing fragments of Gateway %s: %w", klog.KObj(gw), err)
 	}
 	return list.Items, nil

@@ -19,6 +19,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // These tests drive the validators on the claim tests' fake API server.
@@ -301,5 +302,44 @@ func TestInformersSyncedIsNotReadyUntilEveryInformerSynced(t *testing.T) {
 	namespaces.synced = true
 	if err := check(req); err != nil {
 		t.Errorf("Once all synced: %v", err)
+	}
+}
+
+// TestPoolHeadChecksEveryStoredFragment: a pool's head holds a tuple once
+// for all its Gateways, so a stored fragment past the head's own 64
+// listeners (on a sibling) still denies its tuple; on a Gateway that heads
+// no pool, such a fragment is TooManyListeners and blocks nothing.
+func TestPoolHeadChecksEveryStoredFragment(t *testing.T) {
+	host := func(i int) gwv1.ListenerEntry {
+		return entry("https", 443, gwv1.HTTPSProtocolType, fmt.Sprintf("h%02d.example.com", i))
+	}
+	for name, tc := range map[string]struct {
+		pool    bool
+		wantErr string
+	}{
+		"pool head":     {pool: true, wantErr: `spec.listeners[0].hostname: Duplicate value: "h66.example.com"`},
+		"unmarked head": {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			gw := selectorGateway(gwv1.Listener{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType})
+			if tc.pool {
+				gw.Annotations = map[string]string{rules.PoolAnnotation: "true"}
+			}
+			// Stored while their namespace had opted out: none holds a claim.
+			objs := []client.Object{namespace("infra", nil), namespace(claimsNS, nil), namespace("shop", tenant),
+				namespace("quiet", map[string]string{"tenant": "yes", AdmissionLabel: AdmissionDisabled}), gw}
+			for i := range 70 {
+				objs = append(objs, onShared("quiet", fmt.Sprintf("r%02d", i), int64(i), host(i)))
+			}
+			s := newStore(t, objs...)
+			_, err := s.validator().ValidateCreate(context.Background(), onShared("shop", "again", 100, host(66)))
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Denied: %v", err)
+				}
+				return
+			}
+			wantErr(t, err, tc.wantErr)
+		})
 	}
 }

@@ -127,6 +127,8 @@ func (o *managerOptions) validate() error {
 		return fmt.Errorf("--merger-debounce is %v: it must not be negative", m.Debounce)
 	case m.DebounceMax < m.Debounce:
 		return fmt.Errorf("--merger-debounce-max is %v: it must be at least --merger-debounce (%v)", m.DebounceMax, m.Debounce)
+	case m.PoolGrace < 0:
+		return fmt.Errorf("--pool-sibling-grace is %v: it must not be negative (0 deletes an empty sibling at once)", m.PoolGrace)
 	}
 	return nil
 }

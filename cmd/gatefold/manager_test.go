@@ -20,6 +20,7 @@ func TestManagerRefusesFlagsItCannotRunWith(t *testing.T) {
 		"a collect period over half the grace":            {args: []string{"--claim-grace=20s", "--claim-collect-period=11s"}, want: "--claim-collect-period is 11s: it must be at most half of --claim-grace (20s)"},
 		"no status workers":                               {args: []string{"--merger-status-workers=0"}, want: "--merger-status-workers is 0: it must be at least 1"},
 		"a debounce longer than its maximum":              {args: []string{"--merger-debounce=2s", "--merger-debounce-max=1s"}, want: "--merger-debounce-max is 1s: it must be at least --merger-debounce (2s)"},
+		"a negative pool sibling grace":                   {args: []string{"--pool-sibling-grace=-1s"}, want: "--pool-sibling-grace is -1s: it must not be negative"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -58,3 +58,19 @@ func TestPoolTakesATupleOnce(t *testing.T) {
 	wantDenied(t, err, `spec.listeners[0].hostname: Duplicate value: "r66.example.com"`,
 		fmt.Sprintf(`is already taken on Gateway %s/shared by listener "web" (HTTPS) of ListenerFragment r66`, infra))
 }
+
+// TestMistypedPoolMarkGetsAWarning: a pool mark gatefold does not read is
+// said so to kubectl, not silently ignored.
+func TestMistypedPoolMarkGetsAWarning(t *testing.T) {
+	ns := newNamespace(t, nil)
+	gw := fixture.Gateway(ns, gwv1.NamespacesFromAll)
+	gw.Annotations = map[string]string{rules.PoolAnnotation: "yes"}
+	c, w := warningClient(t)
+	if err := c.Create(context.Background(), gw); err != nil {
+		t.Fatalf("Creating the Gateway must never be denied by gatefold: %v", err)
+	}
+	want := `metadata.annotations[gatefold.dev/pool] is "yes": only "true" makes this Gateway the head of a pool, so gatefold treats it as unmarked`
+	if len(w.seen) != 1 || w.seen[0] != want {
+		t.Errorf("Warnings = %q, want [%q]", w.seen, want)
+	}
+}

@@ -498,8 +498,8 @@ func auditEvents(t *testing.T, audit string) []testenv.AuditEvent {
 
 // checkSiblingsCreated reads the audit log: it recorded the create of every
 // sibling of the pool, by a replica, so that checkOnlyLeadersWrote and
-// checkDeposedWroteNothing, which look at every write, saw them. A
-// server-side apply that creates is a patch answered 201.
+// checkDeposedWroteNothing, which look at every write, saw them: a create
+// answered 201.
 func checkSiblingsCreated(t *testing.T, audit string, p pool) {
 	t.Helper()
 	events := auditEvents(t, audit)

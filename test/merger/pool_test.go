@@ -394,3 +394,75 @@ func TestPoolLeavesOthersGatewaysAlone(t *testing.T) {
 		t.Errorf("The Gateway gatefold did not create was written: listeners %v, owners %+v, generation %d", diff, got.OwnerReferences, got.Generation)
 	}
 }
+
+// TestRefusedFragmentDoesNotStopAPoolGrowing: a fragment the API server
+// refuses on a new sibling is blamed alone, as on any Gateway; the pool still
+// grows for the others, and their status quotes no one else's refusal.
+func TestRefusedFragmentDoesNotStopAPoolGrowing(t *testing.T) {
+	ns := newNamespace(t, nil)
+	forbidHostname(t, ns, "forbidden.example.com")
+	head := poolHead(t, ns)
+	createRoutes(t, ns, head, 0, 63)
+	landings(t, ns, 63)
+	bad := fixture.Fragment(ns, "bad", head, fixture.HTTPS("web", "forbidden.example.com"))
+	create(t, bad)
+	time.Sleep(1100 * time.Millisecond) // creationTimestamp has a resolution of one second
+	good := route(ns, head, 100)
+	create(t, good)
+
+	st := wantAccepted(t, good, metav1.ConditionTrue, "Accepted")
+	if gw := st.Status.Listeners[0].Gateway; gw == nil || string(gw.Name) != rules.SiblingName(head.Name, 2) {
+		t.Errorf("good landed on %+v, want %s", gw, rules.SiblingName(head.Name, 2))
+	}
+	st = wantAccepted(t, bad, metav1.ConditionFalse, string(v1alpha1.FragmentReasonListenersNotValid))
+	if c := meta.FindStatusCondition(st.Status.Conditions, "Accepted"); !strings.Contains(c.Message, "listeners for forbidden.example.com are not allowed here") {
+		t.Errorf("bad's Accepted message = %q, want the API server's", c.Message)
+	}
+}
+
+// TestEmptiedSiblingOfAHeadWithoutOwnListenersGoes: a Gateway must hold a
+// listener, so a sibling of a head with none of its own is deleted as soon as
+// it carries nothing, and its hostname is never on two Gateways of the pool.
+func TestEmptiedSiblingOfAHeadWithoutOwnListenersGoes(t *testing.T) {
+	ns := newNamespace(t, nil)
+	head := poolHead(t, ns)
+	createRoutes(t, ns, head, 0, 64)
+	landed := landings(t, ns, 64)
+	sibling := rules.SiblingName(head.Name, 2)
+	if landed["r0063"] != sibling {
+		t.Fatalf("r0063 landed on %q, want %s", landed["r0063"], sibling)
+	}
+	removeOwnListener(t, head, "http")
+	// The head's own listener left every Gateway of the pool; r0000 takes
+	// its place on the head, so that r0063 stays alone on the sibling.
+	eventually(t, func() error {
+		gw := &gwv1.Gateway{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sibling}, gw); err != nil {
+			return err
+		}
+		if names := listeners(gw); len(names) != 1 {
+			return fmt.Errorf("sibling listeners %v, want r0063's alone", names)
+		}
+		return nil
+	})
+	emptied := time.Now()
+	if err := env.Client.Delete(ctx, route(ns, head, 63)); err != nil {
+		t.Fatalf("Deleting: %v", err)
+	}
+	dup := fixture.Fragment(ns, "dup", head, fixture.HTTPS("web", "r0063.example.com"))
+	create(t, dup)
+	eventually(t, func() error {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sibling}, &gwv1.Gateway{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("emptied sibling %s still exists (%v)", sibling, err)
+	})
+	if waited := time.Since(emptied); waited > poolGrace+5*time.Second {
+		t.Errorf("The sibling went %s after it emptied", waited)
+	}
+	st := wantAccepted(t, dup, metav1.ConditionTrue, "Accepted")
+	if gw := st.Status.Listeners[0].Gateway; gw == nil || gw.Name != "shared" {
+		t.Errorf("dup landed on %+v, want the head", gw)
+	}
+}
