@@ -86,7 +86,7 @@ func (o Outcome) Folded() bool { return o.Reason == gwv1.ListenerEntryReasonAcce
 func Fold(in Input) Result {
 	res := Result{Statuses: map[rules.Source]v1alpha1.ListenerFragmentStatus{}}
 	fragments := slices.Clone(in.Fragments)
-	slices.SortFunc(fragments, rules.Precedence)
+	rules.SortByPrecedence(fragments)
 
 	if in.Gateway == nil {
 		for i := range fragments {
@@ -132,6 +132,7 @@ func Fold(in Input) Result {
 			outcomes[j] = Outcome{Fragment: keyOf(lf), Listener: lf.Spec.Listeners[j].Name, Reason: pl.Reason, Message: pl.Message}
 			if pl.Placed() {
 				l := Listener(lf, lf.Spec.Listeners[j])
+				outcomes[j].Message = fmt.Sprintf("Folded into Gateway %s as listener %q", gatewayKey(r.gw), l.Name)
 				outcomes[j].Gateway, outcomes[j].GatewayListener = r.gw.Name, &l
 				r.listeners = append(r.listeners, l)
 			}

@@ -243,7 +243,7 @@ func (p *pool) grow() int {
 
 func (p *pool) commit(lf *v1alpha1.ListenerFragment, t rules.Trial, fits []int, i int) []rules.Placement {
 	p.rooms[i].taken += len(fits)
-	return p.board.Commit(lf, t, fits, gatewayKey(p.rooms[i].gw))
+	return p.board.Commit(lf, t, fits)
 }
 
 // siblings returns what the fold decided for every sibling, in pool order.

@@ -12,7 +12,8 @@ import (
 type Placement struct {
 	// Reason is Accepted when the listener takes its place, else why not.
 	Reason gwv1.ListenerEntryConditionReason
-	// Message explains Reason without naming other tenants' objects.
+	// Message explains a Reason other than Accepted without naming other
+	// tenants' objects; the fold says where an accepted listener landed.
 	Message string
 }
 
@@ -45,7 +46,7 @@ func (b *Board) Place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Re
 	if b.Len()+len(t.Fits) > b.limit {
 		return t.NoRoom(TooManyListenersMessage(gateway, b.Len(), KindOf(lf), len(t.Fits)))
 	}
-	return b.Commit(lf, t, t.Fits, gateway)
+	return b.Commit(lf, t, t.Fits)
 }
 
 // Try decides every listener of lf but room, and changes nothing: see Place.
@@ -72,14 +73,14 @@ func (b *Board) Try(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Refe
 }
 
 // Commit puts the listeners of t with the given indexes (t.Fits, or the part
-// of it that has room after NoRoom marked all of it) on the board, folded
-// into Gateway on, and returns t's placements.
-func (b *Board) Commit(lf *v1alpha1.ListenerFragment, t Trial, fits []int, on string) []Placement {
+// of it that has room after NoRoom marked all of it) on the board, and
+// returns t's placements. A placed listener's Message is left to the fold,
+// which names where it landed: admission places a thousand stored sources
+// per request and reads no message of theirs.
+func (b *Board) Commit(lf *v1alpha1.ListenerFragment, t Trial, fits []int) []Placement {
 	for _, i := range fits {
-		l := lf.Spec.Listeners[i]
-		b.Take(HolderOf(lf, l))
-		t.Placements[i] = Placement{Reason: gwv1.ListenerEntryReasonAccepted,
-			Message: fmt.Sprintf("Folded into Gateway %s as listener %q", on, GatewayListenerName(lf, l.Name))}
+		b.Take(HolderOf(lf, lf.Spec.Listeners[i]))
+		t.Placements[i] = Placement{Reason: gwv1.ListenerEntryReasonAccepted}
 	}
 	return t.Placements
 }

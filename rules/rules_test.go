@@ -287,7 +287,7 @@ func TestPrecedence(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := Precedence(tc.a, tc.b); got != tc.want {
+			if got := Precedence(&tc.a, &tc.b); got != tc.want {
 				t.Errorf("Precedence = %d, want %d", got, tc.want)
 			}
 		})

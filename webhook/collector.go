@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -118,7 +117,7 @@ func (s *ClaimStore) backfill(ctx context.Context, v *view, kept []*held) (int, 
 		return 0, err
 	}
 	fragments := list.Items
-	slices.SortFunc(fragments, rules.Precedence)
+	rules.SortByPrecedence(fragments)
 	claimed := sets.New[string]()
 	for _, h := range kept {
 		claimed.Insert(h.lease.Name)

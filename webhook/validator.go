@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -189,7 +188,7 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv
 		logf.FromContext(ctx).Error(err, "Reading the namespaces of the stored ListenerFragments of a Gateway", "gateway", klog.KObj(gw))
 		return nil, fmt.Errorf("reading the namespaces of the ListenerFragments of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
 	}
-	slices.SortFunc(placed, rules.Precedence)
+	rules.SortByPrecedence(placed)
 	grants := map[string][]gwv1.ReferenceGrant{}
 	for _, f := range placed {
 		if rules.SourceOf(&f) == rules.SourceOf(lf) {

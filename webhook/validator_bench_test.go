@@ -23,11 +23,12 @@ import (
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/internal/manager"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // BenchmarkValidateCreate is the validating handler's cost for one new
 // fragment with 100 and with 10,000 fragments in its informer cache (50 to a
-// Gateway), on the real control plane: cached reads through the real cache
+// Gateway), and with 1,000 on one pool's head, on the real control plane: cached reads through the real cache
 // and its index, claims read from the real claim informer, as in
 // production. The dry run reads the claims as a create does but leaves none
 // behind; the create writes its claim and waits until the informer has seen
@@ -52,22 +53,26 @@ func BenchmarkValidateCreate(b *testing.B) {
 		b.Fatal(err)
 	}
 	created := 0
-	for _, n := range []int{100, 10000} {
+	for _, tc := range []struct {
+		n, perGateway int
+		name          string
+	}{{100, 50, "fragments=100"}, {10000, 50, "fragments=10000"}, {1000, 1000, "fragments=1000/one-pool"}} {
+		n := tc.n
 		// The sub-benchmark's body runs several times; its fixture once.
-		v, lf := validatorWithFragments(ctx, b, cfg, c, n)
+		v, lf := validatorWithFragments(ctx, b, cfg, c, n, tc.perGateway)
 		dryRun := admission.NewContextWithRequest(ctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{DryRun: ptr.To(true)}})
-		b.Run(fmt.Sprintf("fragments=%d/dry-run", n), func(b *testing.B) {
+		b.Run(tc.name+"/dry-run", func(b *testing.B) {
 			for range b.N {
 				if _, err := v.ValidateCreate(dryRun, lf); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("fragments=%d/create", n), func(b *testing.B) {
+		b.Run(tc.name+"/create", func(b *testing.B) {
 			for range b.N {
 				created++
 				lf := fragment(lf.Namespace, fmt.Sprintf("new-%d", created), entry("web", 443, gwv1.HTTPSProtocolType, fmt.Sprintf("new-%d.example.com", created)))
-				lf.Spec.ParentRef = gwv1.ParentGatewayReference{Name: gwv1.ObjectName(fmt.Sprintf("gw-%d", created%(n/50)))}
+				lf.Spec.ParentRef = gwv1.ParentGatewayReference{Name: gwv1.ObjectName(fmt.Sprintf("gw-%d", created%(n/tc.perGateway)))}
 				if _, err := v.ValidateCreate(ctx, lf); err != nil {
 					b.Fatal(err)
 				}
@@ -76,19 +81,23 @@ func BenchmarkValidateCreate(b *testing.B) {
 	}
 }
 
-// validatorWithFragments stores n fragments on n/50 Gateways and returns a
-// validator over a synced informer cache of them, and a new fragment to
-// validate.
-func validatorWithFragments(ctx context.Context, b *testing.B, cfg *rest.Config, c client.Client, n int) (*fragmentValidator, *v1alpha1.ListenerFragment) {
+// validatorWithFragments stores n fragments, perGateway to a Gateway, and
+// returns a validator over a synced informer cache of them, and a new
+// fragment to validate. A Gateway for more than 63 heads a pool.
+func validatorWithFragments(ctx context.Context, b *testing.B, cfg *rest.Config, c client.Client, n, perGateway int) (*fragmentValidator, *v1alpha1.ListenerFragment) {
 	b.Helper()
-	ns := fmt.Sprintf("bench-%d", n)
+	ns := fmt.Sprintf("bench-%d-%d", n, perGateway)
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		b.Fatal(err)
 	}
 	var objs []client.Object
-	for g := range n / 50 {
+	var annotations map[string]string
+	if perGateway > rules.MaxListeners-1 {
+		annotations = map[string]string{rules.PoolAnnotation: "true"}
+	}
+	for g := range n / perGateway {
 		objs = append(objs, &gwv1.Gateway{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("gw-%d", g)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("gw-%d", g), Annotations: annotations},
 			Spec: gwv1.GatewaySpec{
 				GatewayClassName: "example",
 				Listeners:        []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
@@ -98,7 +107,7 @@ func validatorWithFragments(ctx context.Context, b *testing.B, cfg *rest.Config,
 	}
 	for i := range n {
 		lf := fragment(ns, fmt.Sprintf("f-%d", i), entry("web", 443, gwv1.HTTPSProtocolType, fmt.Sprintf("f-%d.example.com", i)))
-		lf.Spec.ParentRef = gwv1.ParentGatewayReference{Name: gwv1.ObjectName(fmt.Sprintf("gw-%d", i%(n/50)))}
+		lf.Spec.ParentRef = gwv1.ParentGatewayReference{Name: gwv1.ObjectName(fmt.Sprintf("gw-%d", i%(n/perGateway)))}
 		objs = append(objs, lf)
 	}
 	createAll(b, c, objs)
