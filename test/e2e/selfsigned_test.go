@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/base64"
+	"encoding/pem"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -59,7 +60,6 @@ func servedCertificate(t *testing.T, addr string) (serial, issuer string) {
 func TestSelfSignedCertificatesEndToEnd(t *testing.T) {
 	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t)})
 	c := env.Client
-	ctx := context.Background()
 	// Lifetimes short enough to renew the serving certificate and rotate the
 	// CA while the test watches.
 	addr := startInstalledManager(t, env, kubeconfig, "--serving-cert-validity=12s", "--ca-validity=36s", "--cert-check-period=500ms")
@@ -69,6 +69,61 @@ func TestSelfSignedCertificatesEndToEnd(t *testing.T) {
 	get(t, c, client.ObjectKey{Namespace: installNamespace, Name: "gatefold-webhook-ca"}, ca)
 	checkInjected(t, c, ca.Data[certs.CABundleKey])
 
+	gw := checkFragmentAdmission(t, c)
+
+	// Admission through renewals and a CA rotation.
+	serials, issuers := map[string]bool{}, map[string]bool{}
+	end := time.Now().Add(30 * time.Second)
+	requests, failures := probeAdmission(t, c, gw, func() bool {
+		serial, issuer := servedCertificate(t, addr)
+		serials[serial], issuers[issuer] = true, true
+		return time.Now().After(end)
+	})
+	t.Logf("%d admission requests, %d failed; %d serving certificates, %d CAs seen", requests, failures, len(serials), len(issuers))
+	if len(serials) < 3 {
+		t.Errorf("Saw %d serving certificates in 30s with a 12s lifetime, want at least 3", len(serials))
+	}
+	if len(issuers) < 2 {
+		t.Errorf("Saw %d CAs in 30s with a 36s CA lifetime, want the CA rotated", len(issuers))
+	}
+	get(t, c, client.ObjectKey{Namespace: installNamespace, Name: "gatefold-webhook-ca"}, ca)
+	checkInjected(t, c, ca.Data[certs.CABundleKey])
+}
+
+// webhookBundles reads gatefold's two webhook configurations and returns
+// them and the caBundle of each of their webhooks.
+func webhookBundles(t *testing.T, c client.Client) ([]client.Object, [][]byte) {
+	t.Helper()
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	get(t, c, client.ObjectKey{Name: "gatefold-mutating-webhook-configuration"}, m)
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	get(t, c, client.ObjectKey{Name: "gatefold-validating-webhook-configuration"}, v)
+	var bundles [][]byte
+	for _, w := range m.Webhooks {
+		bundles = append(bundles, w.ClientConfig.CABundle)
+	}
+	for _, w := range v.Webhooks {
+		bundles = append(bundles, w.ClientConfig.CABundle)
+	}
+	return []client.Object{m, v}, bundles
+}
+
+// certSet is the set of the certificates, DER, in a PEM bundle.
+func certSet(bundle []byte) map[string]bool {
+	set := map[string]bool{}
+	for b, rest := pem.Decode(bundle); b != nil; b, rest = pem.Decode(rest) {
+		set[string(b.Bytes)] = true
+	}
+	return set
+}
+
+// checkFragmentAdmission creates namespaces infra and shop, a Gateway in
+// infra that admits fragments from all namespaces, and a fragment in shop
+// through the webhooks, which must default it, and checks that they deny a
+// duplicate of its listener; it returns the Gateway.
+func checkFragmentAdmission(t *testing.T, c client.Client) *gwv1.Gateway {
+	t.Helper()
+	ctx := context.Background()
 	for _, ns := range []string{"infra", "shop"} {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
@@ -81,7 +136,7 @@ func TestSelfSignedCertificatesEndToEnd(t *testing.T) {
 	first := fixture.Fragment("shop", "first", gw, fixture.HTTPS("web", "app.example.com"))
 	first.Spec.ParentRef.Namespace = ptr.To(gwv1.Namespace("infra"))
 	if err := c.Create(ctx, first); err != nil {
-		t.Fatalf("Creating a fragment through the self-signed webhook: %v", err)
+		t.Fatalf("Creating a fragment through the webhooks: %v", err)
 	}
 	if first.Spec.ParentRef.Kind == nil || *first.Spec.ParentRef.Kind != "Gateway" {
 		t.Errorf("The mutating webhook did not default parentRef.kind: %+v", first.Spec.ParentRef)
@@ -92,14 +147,17 @@ func TestSelfSignedCertificatesEndToEnd(t *testing.T) {
 	if err := c.Create(ctx, dup); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "Duplicate value") {
 		t.Fatalf("Creating a duplicate: %v, want an Invalid duplicate error", err)
 	}
+	return gw
+}
 
-	// Admission through renewals and a CA rotation.
-	serials, issuers := map[string]bool{}, map[string]bool{}
-	failures, requests := 0, 0
-	for i, end := 0, time.Now().Add(30*time.Second); time.Now().Before(end); i++ {
-		serial, issuer := servedCertificate(t, addr)
-		serials[serial], issuers[issuer] = true, true
-
+// probeAdmission sends, every 200ms until done is true, a dry-run create of
+// a new fragment on gw (checkFragmentAdmission's), which the webhooks must
+// admit, and a dry-run duplicate, which they must deny, and returns how many
+// creates it sent and how many did not get their answer.
+func probeAdmission(t *testing.T, c client.Client, gw *gwv1.Gateway, done func() bool) (requests, failures int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; !done(); i++ {
 		lf := fixture.Fragment("shop", fmt.Sprintf("probe-%d", i), gw, fixture.HTTPS("web", fmt.Sprintf("probe-%d.example.com", i)))
 		requests += 2
 		if err := c.Create(ctx, lf, client.DryRunAll); err != nil {
@@ -113,40 +171,28 @@ func TestSelfSignedCertificatesEndToEnd(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Logf("%d admission requests, %d failed; %d serving certificates, %d CAs seen", requests, failures, len(serials), len(issuers))
-	if len(serials) < 3 {
-		t.Errorf("Saw %d serving certificates in 30s with a 12s lifetime, want at least 3", len(serials))
-	}
-	if len(issuers) < 2 {
-		t.Errorf("Saw %d CAs in 30s with a 36s CA lifetime, want the CA rotated", len(issuers))
-	}
-	get(t, c, client.ObjectKey{Namespace: installNamespace, Name: "gatefold-webhook-ca"}, ca)
-	checkInjected(t, c, ca.Data[certs.CABundleKey])
+	return requests, failures
 }
 
-// checkInjected waits until every webhook trusts exactly bundle, and checks
-// that gatefold's injector, where it wrote, owns caBundle and nothing else.
-func checkInjected(t *testing.T, c client.Client, bundle []byte) {
+// checkInjected waits until every webhook trusts exactly the certificates
+// of bundles, and checks that gatefold's injector, where it wrote, owns
+// caBundle and nothing else.
+func checkInjected(t *testing.T, c client.Client, bundles ...[]byte) {
 	t.Helper()
+	want := certSet(bytes.Join(bundles, []byte("\n")))
 	var configs []client.Object
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		get(t, c, client.ObjectKey{Name: "gatefold-mutating-webhook-configuration"}, m)
-		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		get(t, c, client.ObjectKey{Name: "gatefold-validating-webhook-configuration"}, v)
-		configs = []client.Object{m, v}
+		var trusted [][]byte
+		configs, trusted = webhookBundles(t, c)
 		ok := true
-		for _, w := range m.Webhooks {
-			ok = ok && bytes.Equal(w.ClientConfig.CABundle, bundle)
-		}
-		for _, w := range v.Webhooks {
-			ok = ok && bytes.Equal(w.ClientConfig.CABundle, bundle)
+		for _, b := range trusted {
+			ok = ok && maps.Equal(certSet(b), want)
 		}
 		if ok {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("The webhook configurations do not trust the CA Secret's bundle (%s...)", base64.StdEncoding.EncodeToString(bundle)[:16])
+			t.Fatalf("The webhook configurations do not trust exactly the %d certificates of the CA bundles", len(want))
 		}
 	}
 	for _, obj := range configs {

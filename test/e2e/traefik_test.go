@@ -299,13 +299,22 @@ func logStatusWriters(t *testing.T, audit string, gw *gwv1.Gateway) {
 	}
 }
 
-// startInstalledManager runs `gatefold manager` as the ServiceAccount of
-// config/self-signed, applied with kubectl, with the webhooks pointed at it,
-// and checks its log for refused requests at the end; it returns the
-// webhook server's address.
+// startInstalledManager runs `gatefold manager --cert-mode=self-signed` as
+// the ServiceAccount of config/self-signed, applied with kubectl (see
+// runInstalledManager); it returns the webhook server's address.
 func startInstalledManager(t *testing.T, env *devenv.Env, kubeconfig string, flags ...string) (webhookAddr string) {
 	t.Helper()
 	kubectl(t, env, kubeconfig, "apply", "--server-side", "-k", overlay(t, "self-signed"))
+	return runInstalledManager(t, env, kubeconfig, "self-signed", append([]string{"--cert-mode=self-signed", "--webhook-cert-hosts=127.0.0.1"}, flags...)...)
+}
+
+// runInstalledManager runs `gatefold manager` as the ServiceAccount of
+// config/<overlayName>, which the test has applied, with the webhooks
+// pointed at it by URL on loopback, waits until it is ready, and checks its
+// log for refused requests at the end; it returns the webhook server's
+// address.
+func runInstalledManager(t *testing.T, env *devenv.Env, kubeconfig, overlayName string, flags ...string) (webhookAddr string) {
+	t.Helper()
 	port, probes := testenv.MustFreePort(t), testenv.MustFreePort(t)
 	testenv.PointWebhooksAt(t, env.Client, fmt.Sprintf("https://127.0.0.1:%d", port))
 	log := filepath.Join(t.TempDir(), "manager.log")
@@ -313,8 +322,7 @@ func startInstalledManager(t *testing.T, env *devenv.Env, kubeconfig string, fla
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"manager", "--kubeconfig", installedKubeconfig(t, env, "self-signed"),
-		"--cert-mode=self-signed", "--webhook-cert-hosts=127.0.0.1", fmt.Sprintf("--webhook-port=%d", port),
+	args := append([]string{"manager", "--kubeconfig", installedKubeconfig(t, env, overlayName), fmt.Sprintf("--webhook-port=%d", port),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes), "--metrics-bind-address=0", "--leader-elect=false"}, flags...)
 	cmd := exec.Command(buildGatefold(t), args...)
 	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+installNamespace)

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"net"
+	"net/url"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -16,7 +17,8 @@ const urlFieldManager = "gatefold-test-url"
 // PointWebhooksAt makes the webhook configurations an overlay installed call
 // a local server by URL, base + each webhook's Service path, as the Service
 // would in a cluster, keeping everything else: the gatefold process a test
-// runs serves on loopback, not behind a Service.
+// runs serves on loopback, not behind a Service. It may be called again to
+// point them elsewhere.
 func PointWebhooksAt(t testing.TB, c client.Client, base string) {
 	t.Helper()
 	ctx := context.Background()
@@ -25,7 +27,7 @@ func PointWebhooksAt(t testing.TB, c client.Client, base string) {
 		t.Fatal(err)
 	}
 	for i := range m.Webhooks {
-		m.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + *m.Webhooks[i].ClientConfig.Service.Path)}
+		m.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + webhookPath(t, m.Webhooks[i].ClientConfig))}
 	}
 	if err := c.Update(ctx, m, client.FieldOwner(urlFieldManager)); err != nil {
 		t.Fatal(err)
@@ -35,11 +37,25 @@ func PointWebhooksAt(t testing.TB, c client.Client, base string) {
 		t.Fatal(err)
 	}
 	for i := range v.Webhooks {
-		v.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + *v.Webhooks[i].ClientConfig.Service.Path)}
+		v.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + webhookPath(t, v.Webhooks[i].ClientConfig))}
 	}
 	if err := c.Update(ctx, v, client.FieldOwner(urlFieldManager)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// webhookPath is the path of the webhook's Service, or of its URL where
+// PointWebhooksAt has set one.
+func webhookPath(t testing.TB, cc admissionregistrationv1.WebhookClientConfig) string {
+	t.Helper()
+	if cc.Service != nil {
+		return ptr.Deref(cc.Service.Path, "")
+	}
+	u, err := url.Parse(ptr.Deref(cc.URL, ""))
+	if err != nil {
+		t.Fatalf("Parsing a webhook's URL: %v", err)
+	}
+	return u.Path
 }
 
 // FreePort returns a port free on loopback now.
