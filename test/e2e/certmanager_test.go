@@ -363,9 +363,11 @@ func fmtConditions(crt *cmapi.Certificate) string {
 }
 
 // webhookCalls reads from the API server's metrics how many calls it has
-// made to gatefold's webhooks and how many of them failed: got no answer,
-// whether the failure policy then refused the request or let it through.
-func webhookCalls(t *testing.T, cfg *rest.Config) (calls, failed float64) {
+// made to gatefold's webhooks, how many of them denied the request, and how
+// many failed: got no answer, whether the failure policy then refused the
+// request or let it through. It fails the test when the metrics it reads
+// are missing: counting nothing must not pass for zero failures.
+func webhookCalls(t *testing.T, cfg *rest.Config) (calls, denied, failed float64) {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -393,11 +395,17 @@ func webhookCalls(t *testing.T, cfg *rest.Config) (calls, failed float64) {
 		}
 		return total
 	}
+	for _, family := range []string{"apiserver_admission_webhook_request_total", "apiserver_admission_webhook_rejection_count"} {
+		if families[family] == nil {
+			t.Fatalf("The API server's metrics have no %s: the webhook calls cannot be counted", family)
+		}
+	}
 	all := func(map[string]string) bool { return true }
 	calls = sum("apiserver_admission_webhook_request_total", all)
+	denied = sum("apiserver_admission_webhook_rejection_count", func(l map[string]string) bool { return l["error_type"] == "no_error" })
 	failed = sum("apiserver_admission_webhook_rejection_count", func(l map[string]string) bool { return l["error_type"] != "no_error" }) +
 		sum("apiserver_admission_webhook_fail_open_count", all)
-	return calls, failed
+	return calls, denied, failed
 }
 
 // TestCertManagerIssuesTheWebhookCertificate installs the default overlay
@@ -451,8 +459,12 @@ func TestCertManagerIssuesTheWebhookCertificate(t *testing.T) {
 
 	// Renew as `cmctl renew` does, while fragments are created; every
 	// call after the renewal is made on a new connection.
-	callsBefore, failedBefore := webhookCalls(t, env.Config)
+	callsBefore, deniedBefore, failedBefore := webhookCalls(t, env.Config)
+	if failedBefore != 0 {
+		t.Errorf("%.0f of the API server's calls to the webhooks failed before the renewal", failedBefore)
+	}
 	connsBefore := r.connections()
+	severed := 0
 	issued := revision(crt)
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		crt, err := cm.CertmanagerV1().Certificates(installNamespace).Get(ctx, servingCertificate, metav1.GetOptions{})
@@ -468,10 +480,11 @@ func TestCertManagerIssuesTheWebhookCertificate(t *testing.T) {
 	w := &renewal{t: t, c: c, addr: addr, before: before, start: time.Now(), served: map[string]bool{}}
 	requests, failures := probeAdmission(t, c, gw, func() bool {
 		r.sever()
-		severed := time.Now()
+		severed++
+		severedAt := time.Now()
 		w.observe()
 		// Time for the API server to see its connections closed.
-		time.Sleep(100*time.Millisecond - time.Since(severed))
+		time.Sleep(100*time.Millisecond - time.Since(severedAt))
 		switch {
 		case w.servedIn != 0:
 			// Go on a while with the new certificate.
@@ -482,7 +495,7 @@ func TestCertManagerIssuesTheWebhookCertificate(t *testing.T) {
 		}
 		return false
 	})
-	calls, failed := webhookCalls(t, env.Config)
+	calls, denied, failed := webhookCalls(t, env.Config)
 	crt = waitCertificateReady(t, cm, servingCertificate, issued)
 	t.Logf("Certificate %s after the renewal: revision %d, %s", servingCertificate, revision(crt), fmtConditions(crt))
 	t.Logf("Serial served before the renewal %s, after %s; after the renewal was triggered, the new one was in the Secret in %s, trusted by every caBundle in %s, served in %s; served meanwhile: %v",
@@ -494,6 +507,16 @@ func TestCertManagerIssuesTheWebhookCertificate(t *testing.T) {
 	}
 	if failed != failedBefore {
 		t.Errorf("%.0f of the API server's calls to the webhooks failed during the renewal", failed-failedBefore)
+	}
+	// Each create is a call to the mutating and one to the validating
+	// webhook, half of them duplicates the validating one denies, and each
+	// iteration's calls open new connections: else the counts prove nothing.
+	if calls-callsBefore < float64(2*requests) || denied-deniedBefore < float64(requests/2) || r.connections()-connsBefore < severed-1 {
+		t.Errorf("During the renewal the API server made %.0f webhook calls (want at least %d), %.0f denials (want %d), over %d new connections (want at least %d)",
+			calls-callsBefore, 2*requests, denied-deniedBefore, requests/2, r.connections()-connsBefore, severed-1)
+	}
+	if w.trustedIn == 0 || w.trustedIn > w.servedIn {
+		t.Errorf("The new CA was trusted by every caBundle after %s, and the new certificate served after %s: the bundle must trust it first", w.trustedIn, w.servedIn)
 	}
 	// The injector adds the new CA to the bundle and keeps the old one
 	// until it expires.
