@@ -20,12 +20,8 @@ func startControlPlane(t *testing.T, opts devenv.Options) (*devenv.Env, string) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	kc, err := env.Kubeconfig()
+	kubeconfig, err := env.WriteKubeconfig(filepath.Join(t.TempDir(), "kubeconfig"))
 	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return env, kubeconfig

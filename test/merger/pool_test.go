@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -269,18 +268,26 @@ func TestPoolSpreadsAThousandFragments(t *testing.T) {
 	}
 }
 
+// overflowed creates a pool's head and 64 fragments for it: the 64th lands
+// on the head's first sibling, whose name it returns with where each landed.
+func overflowed(t *testing.T) (ns string, head *gwv1.Gateway, sibling string, landed map[string]string) {
+	t.Helper()
+	ns = newNamespace(t, nil)
+	head = poolHead(t, ns)
+	createRoutes(t, ns, head, 0, 64)
+	landed = landings(t, ns, 64)
+	sibling = rules.SiblingName(head.Name, 2)
+	if landed["r0063"] != sibling {
+		t.Fatalf("The 64th fragment landed on %q, want %s", landed["r0063"], sibling)
+	}
+	return ns, head, sibling, landed
+}
+
 // TestPoolShrinksAfterGrace: a sibling left with no fragment's listener is
 // deleted once the grace has passed, and the head's event says so; a
 // fragment that names a sibling is told to name the head.
 func TestPoolShrinksAfterGrace(t *testing.T) {
-	ns := newNamespace(t, nil)
-	head := poolHead(t, ns)
-	createRoutes(t, ns, head, 0, 64)
-	landed := landings(t, ns, 64)
-	sibling := rules.SiblingName(head.Name, 2)
-	if landed["r0063"] != sibling {
-		t.Fatalf("The 64th fragment landed on %q, want %s", landed["r0063"], sibling)
-	}
+	ns, head, sibling, _ := overflowed(t)
 
 	// kubectl says where each fragment landed.
 	out, stderr, err := testenv.Kubectl(t, env, "", "get", "listenerfragments", "-n", ns, "r0000", "r0063")
@@ -308,13 +315,7 @@ func TestPoolShrinksAfterGrace(t *testing.T) {
 	if err := env.Client.Delete(ctx, route(ns, head, 63)); err != nil {
 		t.Fatalf("Deleting: %v", err)
 	}
-	eventually(t, func() error {
-		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sibling}, &gwv1.Gateway{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("sibling %s still exists (%v)", sibling, err)
-	})
+	wantGone(t, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sibling}})
 	if waited := time.Since(emptied); waited < poolGrace {
 		t.Errorf("The empty sibling was deleted after %s, before its grace of %s", waited, poolGrace)
 	}
@@ -337,10 +338,7 @@ func TestPoolShrinksAfterGrace(t *testing.T) {
 // is new alone, and says TooManyListeners as any Gateway, but what its
 // siblings carry stays until it goes; then they are deleted.
 func TestUnmarkedHeadDrainsItsSiblings(t *testing.T) {
-	ns := newNamespace(t, nil)
-	head := poolHead(t, ns)
-	createRoutes(t, ns, head, 0, 64)
-	landed := landings(t, ns, 64)
+	ns, head, sibling, landed := overflowed(t)
 	current := &gwv1.Gateway{}
 	get(t, client.ObjectKeyFromObject(head), current)
 	delete(current.Annotations, rules.PoolAnnotation)
@@ -360,19 +358,12 @@ func TestUnmarkedHeadDrainsItsSiblings(t *testing.T) {
 	if gw := kept.Status.Listeners[0].Gateway; gw == nil || string(gw.Name) != landed["r0063"] {
 		t.Errorf("r0063 is on %+v, was on %s", gw, landed["r0063"])
 	}
-	sibling := rules.SiblingName(head.Name, 2)
 	get(t, client.ObjectKey{Namespace: ns, Name: sibling}, &gwv1.Gateway{})
 
 	if err := env.Client.Delete(ctx, kept); err != nil {
 		t.Fatalf("Deleting: %v", err)
 	}
-	eventually(t, func() error {
-		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sibling}, &gwv1.Gateway{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("drained sibling %s still exists (%v)", sibling, err)
-	})
+	wantGone(t, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sibling}})
 }
 
 // TestPoolLeavesOthersGatewaysAlone: a Gateway someone else made under a
@@ -424,14 +415,7 @@ func TestRefusedFragmentDoesNotStopAPoolGrowing(t *testing.T) {
 // listener, so a sibling of a head with none of its own is deleted as soon as
 // it carries nothing, and its hostname is never on two Gateways of the pool.
 func TestEmptiedSiblingOfAHeadWithoutOwnListenersGoes(t *testing.T) {
-	ns := newNamespace(t, nil)
-	head := poolHead(t, ns)
-	createRoutes(t, ns, head, 0, 64)
-	landed := landings(t, ns, 64)
-	sibling := rules.SiblingName(head.Name, 2)
-	if landed["r0063"] != sibling {
-		t.Fatalf("r0063 landed on %q, want %s", landed["r0063"], sibling)
-	}
+	ns, head, sibling, _ := overflowed(t)
 	removeOwnListener(t, head, "http")
 	// The head's own listener left every Gateway of the pool; r0000 takes
 	// its place on the head, so that r0063 stays alone on the sibling.
@@ -451,13 +435,7 @@ func TestEmptiedSiblingOfAHeadWithoutOwnListenersGoes(t *testing.T) {
 	}
 	dup := fixture.Fragment(ns, "dup", head, fixture.HTTPS("web", "r0063.example.com"))
 	create(t, dup)
-	eventually(t, func() error {
-		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sibling}, &gwv1.Gateway{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("emptied sibling %s still exists (%v)", sibling, err)
-	})
+	wantGone(t, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sibling}})
 	if waited := time.Since(emptied); waited > poolGrace+5*time.Second {
 		t.Errorf("The sibling went %s after it emptied", waited)
 	}

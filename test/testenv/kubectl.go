@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,12 +14,8 @@ import (
 // with stdin, and returns what it printed to stdout and stderr.
 func Kubectl(t *testing.T, env *devenv.Env, stdin string, args ...string) (string, string, error) {
 	t.Helper()
-	kc, err := env.Kubeconfig()
+	path, err := env.WriteKubeconfig(filepath.Join(t.TempDir(), "kubeconfig"))
 	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), append([]string{"--kubeconfig", path}, args...)...)
