@@ -46,6 +46,9 @@ type Reconciler struct {
 	// PoolGrace is how long a sibling of a pool stays with no folded
 	// listener before it is deleted.
 	PoolGrace time.Duration
+	// Claims returns the holders of admission's claims on a Gateway's
+	// tuples (Options.Claims); nil when no webhook runs beside the merger.
+	Claims func(gateway types.NamespacedName) (map[rules.Tuple]types.NamespacedName, error)
 
 	leftAlone announced
 	pools     poolMemo
@@ -203,6 +206,13 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 	if in.Gateway != nil {
 		if err := r.readPool(ctx, &in); err != nil {
 			return in, setsNotFolded, err
+		}
+		if r.Claims != nil {
+			claims, err := r.Claims(key)
+			if err != nil {
+				return in, setsNotFolded, fmt.Errorf("reading the claims on Gateway %s: %w", key, err)
+			}
+			in.Claims = claims
 		}
 	}
 	mode, err := r.listenerSetMode(ctx, in.Gateway)

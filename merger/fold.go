@@ -36,6 +36,10 @@ type Input struct {
 	// Rejected are fragments whose listeners the API server refused on the
 	// Gateway, with its message: they are left out so that the rest fold.
 	Rejected map[rules.Source]string
+	// Claims are the fragments that hold admission's claims on the
+	// Gateway's tuples, by tuple: a claimed tuple goes to its holder
+	// whatever the precedence (see rules.Board.Reserve).
+	Claims map[rules.Tuple]types.NamespacedName
 	// Pool is the rest of the pool the Gateway heads; nil when it heads
 	// none, and folds alone.
 	Pool *Pool
@@ -124,6 +128,7 @@ func Fold(in Input) Result {
 		placeable = append(placeable, *lf)
 	}
 	p := newPool(&in, res.Own, fragments, placeable)
+	reserveClaimed(p.board, placeable, in.Claims)
 	for i := range placeable {
 		lf := &placeable[i]
 		placements, r := p.place(lf, in.Grants)
@@ -143,6 +148,25 @@ func Fold(in Input) Result {
 	res.Listeners = p.rooms[0].listeners
 	res.Siblings = p.siblings()
 	return res
+}
+
+// reserveClaimed reserves on b each listener of a placeable fragment whose
+// tuple that fragment's claim holds.
+func reserveClaimed(b *rules.Board, placeable []v1alpha1.ListenerFragment, claims map[rules.Tuple]types.NamespacedName) {
+	if len(claims) == 0 {
+		return
+	}
+	for i := range placeable {
+		lf := &placeable[i]
+		if rules.KindOf(lf) != rules.KindListenerFragment {
+			continue
+		}
+		for _, l := range lf.Spec.Listeners {
+			if holder, ok := claims[rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()]; ok && holder.Namespace == lf.Namespace && holder.Name == lf.Name {
+				b.Reserve(rules.HolderOf(lf, l))
+			}
+		}
+	}
 }
 
 func keyOf(lf *v1alpha1.ListenerFragment) rules.Source { return rules.SourceOf(lf) }

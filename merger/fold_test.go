@@ -73,9 +73,53 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 	tests := map[string]struct {
 		gateway   *gwv1.Gateway
 		fragments []v1alpha1.ListenerFragment
-		want      []string
-		accepted  map[string]string // "ns/name" → Accepted status/reason
+		// claims are admission's claims: tuple → holder "ns/name".
+		claims   map[rules.Tuple]types.NamespacedName
+		want     []string
+		accepted map[string]string // "ns/name" → Accepted status/reason
 	}{
+		"the holder of a tuple's claim keeps it against an older fragment admitted later": {
+			gateway: gateway(gwv1.NamespacesFromAll),
+			fragments: []v1alpha1.ListenerFragment{
+				fragment("b", "squat", 0, entry("http", 8000, gwv1.HTTPProtocolType, "victim.example.com")),
+				fragment("a", "victim", 5, entry("http", 8000, gwv1.HTTPProtocolType, "victim.example.com")),
+			},
+			claims: map[rules.Tuple]types.NamespacedName{
+				rules.EntryOf(8000, gwv1.HTTPProtocolType, ptr.To(gwv1.Hostname("victim.example.com"))).Tuple(): {Namespace: "a", Name: "victim"},
+			},
+			want:     []string{"b/squat/http: HostnameConflict", "a/victim/http: Accepted"},
+			accepted: map[string]string{"a/victim": "True/Accepted", "b/squat": "False/ListenersNotValid"},
+		},
+		"a claimed tuple blocks another protocol group on its port": {
+			gateway: gateway(gwv1.NamespacesFromAll),
+			fragments: []v1alpha1.ListenerFragment{
+				fragment("b", "old", 0, entry("tcp", 8000, gwv1.TCPProtocolType, "")),
+				fragment("a", "holder", 5, entry("http", 8000, gwv1.HTTPProtocolType, "victim.example.com")),
+			},
+			claims: map[rules.Tuple]types.NamespacedName{
+				rules.EntryOf(8000, gwv1.HTTPProtocolType, ptr.To(gwv1.Hostname("victim.example.com"))).Tuple(): {Namespace: "a", Name: "holder"},
+			},
+			want: []string{"b/old/tcp: ProtocolConflict", "a/holder/http: Accepted"},
+		},
+		"a claim whose holder the Gateway does not admit reserves nothing": {
+			gateway: gateway(gwv1.NamespacesFromSame),
+			fragments: []v1alpha1.ListenerFragment{
+				fragment("infra", "f", 5, https("web", "app.example.com")),
+				fragment("shop", "gone", 0, https("web", "app.example.com")),
+			},
+			claims: map[rules.Tuple]types.NamespacedName{
+				rules.EntryOf(443, gwv1.HTTPSProtocolType, ptr.To(gwv1.Hostname("app.example.com"))).Tuple(): {Namespace: "shop", Name: "gone"},
+			},
+			want: []string{"infra/f/web: Accepted"},
+		},
+		"the Gateway's own listener beats a claim": {
+			gateway:   gateway(gwv1.NamespacesFromAll, own("main", 443, gwv1.HTTPSProtocolType, "app.example.com")),
+			fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0, https("web", "app.example.com"))},
+			claims: map[rules.Tuple]types.NamespacedName{
+				rules.EntryOf(443, gwv1.HTTPSProtocolType, ptr.To(gwv1.Hostname("app.example.com"))).Tuple(): {Namespace: "a", Name: "f"},
+			},
+			want: []string{"a/f/web: HostnameConflict"},
+		},
 		"older fragment wins the tuple, later one is a hostname conflict": {
 			gateway: gateway(gwv1.NamespacesFromAll),
 			fragments: []v1alpha1.ListenerFragment{
@@ -200,6 +244,7 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 				Managed:         sets.New(v1alpha1.ListenerName("a", "gone", "web")),
 				Fragments:       tc.fragments,
 				NamespaceLabels: map[string]map[string]string{"shop": {"gateway-access": "shared"}, "blog": {}},
+				Claims:          tc.claims,
 			}
 			r := Fold(in)
 			if diff := cmp.Diff(tc.want, outcomes(r)); diff != "" {

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -47,6 +48,10 @@ type Options struct {
 	// reads ListenerSets, and their CRD need not be installed.
 	// manager.IndexListenerSetParents must have been registered otherwise.
 	ListenerSetControllers sets.Set[string]
+	// Claims, when set, returns by tuple the fragments that hold
+	// admission's claims on a Gateway (webhook.ClaimStore.Holders): the
+	// fold gives a claimed tuple to its holder.
+	Claims func(gateway types.NamespacedName) (map[rules.Tuple]types.NamespacedName, error)
 }
 
 // certificateNamespaceIndex indexes fragments by the namespaces their
@@ -82,6 +87,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		PoolGrace:              opts.PoolGrace,
 		Fence:                  opts.Fence,
 		ListenerSetControllers: opts.ListenerSetControllers,
+		Claims:                 opts.Claims,
 		debounce:               newDebouncer(opts.Debounce, opts.DebounceMax),
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ListenerFragment{}, certificateNamespaceIndex, certificateNamespaces); err != nil {

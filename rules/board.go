@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"maps"
 	"math"
 	"slices"
@@ -19,6 +20,9 @@ type Board struct {
 	count int
 	// limit is the most listeners Place puts on the board.
 	limit int
+	// reserved holds, per port, the listeners whose tuples are reserved
+	// for their sources (see Reserve).
+	reserved map[gwv1.PortNumber][]Holder
 }
 
 // NewBoard returns an empty board.
@@ -40,7 +44,36 @@ func (b *Board) Clone() *Board {
 	for p, hs := range b.ports {
 		ports[p] = slices.Clone(hs)
 	}
-	return &Board{tuples: maps.Clone(b.tuples), ports: ports, count: b.count, limit: b.limit}
+	reserved := make(map[gwv1.PortNumber][]Holder, len(b.reserved))
+	for p, hs := range b.reserved {
+		reserved[p] = slices.Clone(hs)
+	}
+	return &Board{tuples: maps.Clone(b.tuples), ports: ports, count: b.count, limit: b.limit, reserved: reserved}
+}
+
+// Reserve keeps h's tuple for h's source: until h is taken, a listener of
+// another source that conflicts with h cannot join the board, whatever its
+// precedence. The fold reserves the tuples whose admission claims a
+// fragment holds, so that a source admitted later never takes them.
+func (b *Board) Reserve(h Holder) {
+	if b.reserved == nil {
+		b.reserved = map[gwv1.PortNumber][]Holder{}
+	}
+	b.reserved[h.Entry.Port] = append(b.reserved[h.Entry.Port], h)
+}
+
+// reservedConflict returns the conflict of e, a listener of source src, with
+// a listener reserved for another source; nil when there is none.
+func (b *Board) reservedConflict(e Entry, src Holder) *Conflict {
+	for _, h := range b.reserved[e.Port] {
+		if h.sameSource(src) {
+			continue
+		}
+		if c := ConflictOf(e, h); c != nil {
+			return c
+		}
+	}
+	return nil
 }
 
 // Len is how many listeners the board holds.
@@ -79,4 +112,9 @@ func conflictOf(e Entry, boards ...*Board) *Conflict {
 		}
 	}
 	return nil
+}
+
+// sameSource says whether h and o are listeners of one source.
+func (h Holder) sameSource(o Holder) bool {
+	return cmp.Or(h.Kind, KindListenerFragment) == cmp.Or(o.Kind, KindListenerFragment) && h.Namespace == o.Namespace && h.Fragment == o.Fragment
 }

@@ -35,11 +35,9 @@ func parentOf(ns string, ref gwv1.ParentGatewayReference) types.NamespacedName {
 
 // Precedence orders fragments and ListenerSets alike, as upstream orders
 // ListenerSets: oldest first by creationTimestamp, then by namespace/name,
-// then by kind. The fold places them in this order, and the claim collector
-// gives an unclaimed tuple to the first fragment in it that wants the tuple,
-// so both agree on which fragment comes first. ListenerSets hold no claims:
-// a fragment may hold the claim of a tuple an older ListenerSet folds, and
-// is then reported Conflicted, as the fold decides.
+// then by kind. The fold places them in this order after the Gateway's own
+// listeners and the tuples admission's claims reserve for their holders
+// (docs/api.md, "Who gets a tuple").
 func Precedence(a, b *v1alpha1.ListenerFragment) int {
 	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 		return c

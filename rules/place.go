@@ -62,7 +62,11 @@ func (b *Board) Try(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Refe
 			continue
 		}
 		e := EntryOf(l.Port, l.Protocol, l.Hostname)
-		if c := conflictOf(e, b, mine); c != nil {
+		c := b.reservedConflict(e, HolderOf(lf, l))
+		if c == nil {
+			c = conflictOf(e, b, mine)
+		}
+		if c != nil {
 			t.Placements[i] = Placement{Reason: gwv1.ListenerEntryConditionReason(c.Reason), Message: c.Message(e, gateway, lf.Namespace)}
 			continue
 		}

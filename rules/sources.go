@@ -3,6 +3,7 @@ package rules
 import (
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -151,4 +152,17 @@ func ListenerSetsFolded(gc *gwv1.GatewayClass, controllers sets.Set[string]) boo
 // itself: its status.supportedFeatures lists ListenerSet.
 func SupportsListenerSets(gc *gwv1.GatewayClass) bool {
 	return slices.ContainsFunc(gc.Status.SupportedFeatures, func(f gwv1.SupportedFeature) bool { return f.Name == FeatureListenerSet })
+}
+
+// ListenerFolded says whether lf's status, written for its current
+// generation, reports its listener `listener` folded into a Gateway.
+func ListenerFolded(lf *v1alpha1.ListenerFragment, listener gwv1.SectionName) bool {
+	for _, l := range lf.Status.Listeners {
+		if l.Name != listener {
+			continue
+		}
+		c := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerEntryConditionAccepted))
+		return l.Gateway != nil && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == lf.Generation
+	}
+	return false
 }

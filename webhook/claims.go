@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -209,6 +210,26 @@ func (s *ClaimStore) claimsOn(ctx context.Context, gw types.NamespacedName, sinc
 		return nil, err
 	}
 	return s.Claims.onGateway(gw)
+}
+
+// Holders returns, by tuple, the fragments that hold claims on Gateway gw,
+// as this replica's claims informer shows them; an error until it has
+// synced. The merger reserves these tuples for their holders.
+func (s *ClaimStore) Holders(gw types.NamespacedName) (map[rules.Tuple]types.NamespacedName, error) {
+	if !s.Claims.HasSynced() {
+		return nil, errors.New("this replica's claims informer has not synced yet")
+	}
+	claims, err := s.Claims.onGateway(gw)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[rules.Tuple]types.NamespacedName, len(claims))
+	for _, h := range claims {
+		if h.decoded && h.claim.Gateway == gw {
+			out[h.claim.Tuple] = h.holder.fragment()
+		}
+	}
+	return out, nil
 }
 
 // get reads one claim; nil when there is none.

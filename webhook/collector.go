@@ -45,9 +45,8 @@ type Collected struct {
 // judged; a version the informer shows late is only judged late. Then it
 // backfills: a stored fragment may want a tuple no claim holds (gatefold was
 // installed after it, its namespace opted back in to admission, its Gateway
-// was created after it); in precedence order the first fragment that wants
-// such a tuple, and can take it, gets its claim, so a later duplicate is
-// denied.
+// was created after it); the fragment whose listener the fold placed on it
+// gets its claim, so a later duplicate is denied.
 func (s *ClaimStore) Collect(ctx context.Context) (Collected, error) {
 	var done Collected
 	if err := s.Claims.caughtUp(ctx, ""); err != nil {
@@ -108,9 +107,12 @@ func (s *ClaimStore) relabel(ctx context.Context, h *held) (bool, error) {
 	}
 }
 
-// backfill gives stored fragments the unclaimed tuples they want, in
-// precedence order, where the Gateway's own listeners and the claims kept
-// leave room. It writes nothing when every wanted tuple is claimed.
+// backfill gives stored fragments the unclaimed tuples they want and the
+// fold gave them (their status says so), in precedence order, where the
+// Gateway's own listeners and the claims kept leave room: a claim never
+// goes to a listener the fold did not place, which would take the tuple
+// from the one it placed. It writes nothing when every wanted tuple is
+// claimed.
 func (s *ClaimStore) backfill(ctx context.Context, v *view, kept []*held) (int, error) {
 	list := &v1alpha1.ListenerFragmentList{}
 	if err := s.Cache.List(ctx, list); err != nil {
@@ -167,7 +169,7 @@ func (s *ClaimStore) backfill(ctx context.Context, v *view, kept []*held) (int, 
 			}
 			h := req.holders[j]
 			b := board(gw)
-			if b.Conflict(h.Entry) != nil {
+			if !rules.ListenerFolded(lf, lf.Spec.Listeners[j].Name) || b.Conflict(h.Entry) != nil {
 				continue
 			}
 			if err := s.Client.Create(ctx, s.Lease(c, h)); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -190,9 +190,11 @@ func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error
 		o.merger.ListenerSetControllers = sets.New(o.listenerSetControllers...)
 		o.webhook.ListenerSetControllers = o.merger.ListenerSetControllers
 	}
-	if _, err := webhook.Setup(mgr, o.webhook); err != nil {
+	claims, err := webhook.Setup(mgr, o.webhook)
+	if err != nil {
 		return fmt.Errorf("setting up webhooks: %w", err)
 	}
+	o.merger.Claims = claims.Holders
 	if err := merger.Setup(ctx, mgr, o.merger); err != nil {
 		return fmt.Errorf("setting up the merger: %w", err)
 	}
