@@ -55,6 +55,9 @@ type Reconciler struct {
 	attached  attachedMemo
 	carried   carriedMemo
 	refusals  refusalMemo
+	// withdrawals are the listeners withdrawn after the Gateway
+	// implementation refused them.
+	withdrawals withdrawalMemo
 	debounce  *debouncer
 	// fragmentReports and setReports are the statuses decided for
 	// ListenerFragments and ListenerSets, each kind with its writers.
@@ -101,6 +104,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{RequeueAfter: fenceRetry}, nil
 		}
 	}
+	if gatewayRefused == nil {
+		// Only once the Gateway no longer carries their listeners.
+		for i := range in.Deleting {
+			lf := &in.Deleting[i]
+			r.reportsOf(rules.KindOf(lf)).publish(lf, res.Statuses[keyOf(lf)])
+		}
+	}
 	// Last, so that a refused count holds back no status or grant.
 	if r.ListenerSetControllers.Len() > 0 && gatewayRefused == nil && w.note(r.finishListenerSets(ctx, req.NamespacedName, in.Gateway, mode, res)) {
 		return ctrl.Result{RequeueAfter: fenceRetry}, nil
@@ -126,6 +136,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: prune}, nil
 	case r.refusals.any(req.NamespacedName) && (r.Resync == 0 || refusalTTL < r.Resync):
 		return ctrl.Result{RequeueAfter: refusalTTL}, nil
+	}
+	if next := nextRetry(res.Withdrawn, in.Now); next > 0 && (r.Resync == 0 || next < r.Resync) {
+		return ctrl.Result{RequeueAfter: next}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.Resync}, nil
 }
@@ -176,6 +189,7 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 	case apierrors.IsNotFound(err):
 		r.carried.forget(key)
 		r.refusals.forget(key)
+		r.withdrawals.forget(key)
 		r.attached.forget(key)
 		r.pools.forget(key)
 	case err != nil:
@@ -198,6 +212,8 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 	for _, lf := range list.Items {
 		if lf.DeletionTimestamp.IsZero() {
 			in.Fragments = append(in.Fragments, lf)
+		} else {
+			in.Deleting = append(in.Deleting, lf)
 		}
 	}
 	if in.Head != nil {

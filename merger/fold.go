@@ -3,6 +3,7 @@ package merger
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,9 @@ type Input struct {
 	Managed sets.Set[gwv1.SectionName]
 	// Fragments are the fragments whose parentRef names the Gateway.
 	Fragments []v1alpha1.ListenerFragment
+	// Deleting are the sources of the Gateway being deleted, which a
+	// finalizer holds: nothing of theirs is folded, and their statuses say so.
+	Deleting []v1alpha1.ListenerFragment
 	// NamespaceLabels are the labels of the fragments' namespaces, by name.
 	NamespaceLabels map[string]map[string]string
 	// Grants are the ReferenceGrants of every namespace a fragment's
@@ -40,6 +44,11 @@ type Input struct {
 	// Gateway's tuples, by tuple: a claimed tuple goes to its holder
 	// whatever the precedence (see rules.Board.Reserve).
 	Claims map[rules.Tuple]types.NamespacedName
+	// Withdrawn are the listeners withdrawn after the Gateway
+	// implementation refused them, as the last fold left them.
+	Withdrawn map[WithdrawalKey]Withdrawal
+	// Now is when the fold runs, for the withdrawals' retries.
+	Now time.Time
 	// Pool is the rest of the pool the Gateway heads; nil when it heads
 	// none, and folds alone.
 	Pool *Pool
@@ -63,6 +72,9 @@ type Result struct {
 	Statuses map[rules.Source]v1alpha1.ListenerFragmentStatus
 	// Outcomes are every fragment listener's outcome, in precedence order.
 	Outcomes []Outcome
+	// Withdrawn are the listeners withdrawn after the Gateway
+	// implementation refused them, and those being retried.
+	Withdrawn map[WithdrawalKey]Withdrawal
 }
 
 // Outcome is what became of one fragment listener.
@@ -73,6 +85,9 @@ type Outcome struct {
 	Reason gwv1.ListenerEntryConditionReason
 	// Message explains Reason without naming other tenants' objects.
 	Message string
+	// Refusal is, for a listener withdrawn after the Gateway implementation
+	// refused it, the type of the implementation's refusing condition.
+	Refusal string
 	// Gateway is the name of the Gateway of the pool it was folded into, and
 	// GatewayListener the listener it became there.
 	Gateway         string
@@ -88,7 +103,10 @@ func (o Outcome) Folded() bool { return o.Reason == gwv1.ListenerEntryReasonAcce
 // in.Fragments. The result never repeats a name or a tuple of another
 // listener, and never holds more than MaxListeners with the own listeners.
 func Fold(in Input) Result {
-	res := Result{Statuses: map[rules.Source]v1alpha1.ListenerFragmentStatus{}}
+	res := Result{Statuses: map[rules.Source]v1alpha1.ListenerFragmentStatus{}, Withdrawn: map[WithdrawalKey]Withdrawal{}}
+	for i := range in.Deleting {
+		res.Statuses[keyOf(&in.Deleting[i])] = deleting(&in.Deleting[i])
+	}
 	fragments := slices.Clone(in.Fragments)
 	rules.SortByPrecedence(fragments)
 
@@ -131,10 +149,14 @@ func Fold(in Input) Result {
 	reserveClaimed(p.board, placeable, in.Claims)
 	for i := range placeable {
 		lf := &placeable[i]
-		placements, r := p.place(lf, in.Grants)
+		withheld := withhold(&in, &res, lf)
+		placements, r := p.place(lf, in.Grants, withheld)
 		outcomes := make([]Outcome, len(placements))
 		for j, pl := range placements {
 			outcomes[j] = Outcome{Fragment: keyOf(lf), Listener: lf.Spec.Listeners[j].Name, Reason: pl.Reason, Message: pl.Message}
+			if _, ok := withheld[j]; ok {
+				outcomes[j].Refusal = res.Withdrawn[withdrawalKey(lf, lf.Spec.Listeners[j].Name)].Condition.Type
+			}
 			if pl.Placed() {
 				l := Listener(lf, lf.Spec.Listeners[j])
 				outcomes[j].Message = fmt.Sprintf("Folded into Gateway %s as listener %q", gatewayKey(r.gw), l.Name)

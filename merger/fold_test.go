@@ -313,7 +313,7 @@ func TestFoldStatusMirrorsGateway(t *testing.T) {
 			AttachedRoutes: 2,
 			Conditions: []metav1.Condition{
 				{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: observed, LastTransitionTime: metav1.NewTime(epoch)},
-				{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "InvalidCertificateRef", ObservedGeneration: observed, Message: "Secret shop/app-cert not found"},
+				{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs", ObservedGeneration: observed, Message: "Resolved"},
 				{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: observed},
 			},
 		}}
@@ -324,7 +324,7 @@ func TestFoldStatusMirrorsGateway(t *testing.T) {
 		Name: "web", Gateway: &v1alpha1.GatewayListenerReference{Namespace: "infra", Name: "shared", ListenerName: name}, AttachedRoutes: 2,
 		Conditions: []metav1.Condition{accepted, noConflicts,
 			{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: 3},
-			{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "InvalidCertificateRef", ObservedGeneration: 3, Message: "Secret shop/app-cert not found"},
+			{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs", ObservedGeneration: 3, Message: "Resolved"},
 		},
 	}
 	pending := v1alpha1.ListenerStatus{
@@ -357,6 +357,138 @@ func TestFoldStatusMirrorsGateway(t *testing.T) {
 				t.Errorf("Listener status (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestFoldWithdrawsListenersTheImplementationRefuses(t *testing.T) {
+	lf := fragment("shop", "checkout", 0, entry("web", 8000, gwv1.HTTPProtocolType, "a.example.com"), entry("api", 8000, gwv1.HTTPProtocolType, "b.example.com"))
+	lf.UID, lf.Generation = "u1", 2
+	web, api := Listener(&lf, lf.Spec.Listeners[0]), Listener(&lf, lf.Spec.Listeners[1])
+	key := withdrawalKey(&lf, "web")
+	withdrawnMsg := "The implementation of Gateway infra/shared refused it (UnsupportedProtocol: Unsupported listener protocol), so gatefold withdrew it"
+	// Traefik writes UnsupportedProtocol without observedGeneration.
+	refusal := gwv1.ListenerStatus{Name: web.Name, Conditions: []metav1.Condition{
+		{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "UnsupportedProtocol", Message: "Unsupported listener protocol"},
+	}}
+	programmed := gwv1.ListenerStatus{Name: api.Name, Conditions: []metav1.Condition{
+		{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: 4},
+		{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: 4},
+	}}
+	tests := map[string]struct {
+		carried   []gwv1.Listener
+		reported  []gwv1.ListenerStatus
+		withdrawn map[WithdrawalKey]Withdrawal
+		// status is the fragment's stored status, a new leader's only memory.
+		status     *v1alpha1.ListenerFragmentStatus
+		wantWeb    string // Accepted/Programmed reasons of listener web
+		wantFolded []gwv1.SectionName
+		wantMemo   *Withdrawal
+	}{
+		"a carried listener the implementation refuses is withdrawn at once": {
+			carried: []gwv1.Listener{web, api}, reported: []gwv1.ListenerStatus{refusal, programmed},
+			wantWeb: "UnsupportedProtocol/Withdrawn", wantFolded: []gwv1.SectionName{api.Name},
+			wantMemo: &Withdrawal{Since: epoch, Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}},
+		},
+		"a withdrawn listener stays out until the retry is due": {
+			carried:   []gwv1.Listener{api},
+			withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch.Add(-WithdrawRetry / 2), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol", Message: withdrawnMsg}}},
+			wantWeb:   "UnsupportedProtocol/Withdrawn", wantFolded: []gwv1.SectionName{api.Name},
+			wantMemo:  &Withdrawal{Since: epoch.Add(-WithdrawRetry / 2), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}},
+		},
+		"a due retry folds it again": {
+			carried:   []gwv1.Listener{api},
+			withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch.Add(-WithdrawRetry), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol", Message: withdrawnMsg}}},
+			wantWeb:   "Accepted/Pending", wantFolded: []gwv1.SectionName{web.Name, api.Name},
+			wantMemo:  &Withdrawal{Since: epoch.Add(-WithdrawRetry), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}, Retrying: true},
+		},
+		"a retried listener refused again is withdrawn anew": {
+			carried: []gwv1.Listener{web, api}, reported: []gwv1.ListenerStatus{refusal, programmed},
+			withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch.Add(-WithdrawRetry), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}, Retrying: true}},
+			wantWeb:   "UnsupportedProtocol/Withdrawn", wantFolded: []gwv1.SectionName{api.Name},
+			wantMemo:  &Withdrawal{Since: epoch, Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}},
+		},
+		"a new leader keeps what the status says was withdrawn": {
+			carried: []gwv1.Listener{api},
+			status: &v1alpha1.ListenerFragmentStatus{Listeners: []v1alpha1.ListenerStatus{{Name: "web", Conditions: []metav1.Condition{
+				{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "UnsupportedProtocol", ObservedGeneration: 2, Message: withdrawnMsg},
+				{Type: "Programmed", Status: metav1.ConditionFalse, Reason: "Withdrawn", ObservedGeneration: 2},
+			}}}},
+			wantWeb: "UnsupportedProtocol/Withdrawn", wantFolded: []gwv1.SectionName{api.Name},
+			wantMemo: &Withdrawal{Since: epoch, Condition: metav1.Condition{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "UnsupportedProtocol", ObservedGeneration: 2}},
+		},
+		"a withdrawal of an earlier generation is forgotten: the spec changed": {
+			carried: []gwv1.Listener{api},
+			status: &v1alpha1.ListenerFragmentStatus{Listeners: []v1alpha1.ListenerStatus{{Name: "web", Conditions: []metav1.Condition{
+				{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "UnsupportedProtocol", ObservedGeneration: 1},
+				{Type: "Programmed", Status: metav1.ConditionFalse, Reason: "Withdrawn", ObservedGeneration: 1},
+			}}}},
+			wantWeb: "Accepted/Pending", wantFolded: []gwv1.SectionName{web.Name, api.Name},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			gw := gateway(gwv1.NamespacesFromAll, tc.carried...)
+			gw.Generation = 4
+			gw.Status.Listeners = tc.reported
+			lf := *lf.DeepCopy()
+			if tc.status != nil {
+				lf.Status = *tc.status
+			}
+			m := &withdrawalMemo{}
+			m.remember(types.NamespacedName{Namespace: "infra", Name: "shared"}, tc.withdrawn)
+			in := Input{Gateway: gw, Fragments: []v1alpha1.ListenerFragment{lf}, Managed: sets.New(web.Name, api.Name),
+				Withdrawn: m.recall(types.NamespacedName{Namespace: "infra", Name: "shared"}, []v1alpha1.ListenerFragment{lf}, epoch), Now: epoch}
+			res := Fold(in)
+			var names []gwv1.SectionName
+			for _, l := range res.Listeners {
+				names = append(names, l.Name)
+			}
+			if diff := cmp.Diff(tc.wantFolded, names); diff != "" {
+				t.Errorf("Folded listeners (-want +got):\n%s", diff)
+			}
+			st := res.Statuses[fragmentKey("shop", "checkout")]
+			a, p := listenerCondition(st, "web", "Accepted"), listenerCondition(st, "web", "Programmed")
+			if got := a.Reason + "/" + p.Reason; got != tc.wantWeb {
+				t.Errorf("Listener web Accepted/Programmed reasons = %s, want %s (%s)", got, tc.wantWeb, a.Message)
+			}
+			if tc.wantWeb == "UnsupportedProtocol/Withdrawn" && (!strings.Contains(a.Message, "refused it (UnsupportedProtocol") || !strings.Contains(a.Message, "withdrew it")) {
+				t.Errorf("Listener web Accepted message = %q, want the implementation's refusal and the withdrawal", a.Message)
+			}
+			got, ok := res.Withdrawn[key]
+			switch {
+			case tc.wantMemo == nil && ok:
+				t.Errorf("Withdrawn = %+v, want none", got)
+			case tc.wantMemo != nil && (!ok || !got.Since.Equal(tc.wantMemo.Since) || got.Retrying != tc.wantMemo.Retrying || got.Condition.Reason != tc.wantMemo.Condition.Reason || got.Condition.Type != tc.wantMemo.Condition.Type):
+				t.Errorf("Withdrawn = %+v (%v), want %+v", got, ok, *tc.wantMemo)
+			}
+		})
+	}
+}
+
+func listenerCondition(st v1alpha1.ListenerFragmentStatus, listener, typ string) *metav1.Condition {
+	for _, l := range st.Listeners {
+		if string(l.Name) == listener {
+			if c := meta.FindStatusCondition(l.Conditions, typ); c != nil {
+				return c
+			}
+		}
+	}
+	return &metav1.Condition{Reason: "<none>"}
+}
+
+func TestFoldReportsDeletingSources(t *testing.T) {
+	gone := fragment("shop", "gone", 0, entry("web", 443, gwv1.HTTPSProtocolType, "app.example.com"))
+	gone.DeletionTimestamp = ptr.To(metav1.NewTime(epoch))
+	res := Fold(Input{Gateway: gateway(gwv1.NamespacesFromAll), Deleting: []v1alpha1.ListenerFragment{gone}})
+	if len(res.Listeners) != 0 {
+		t.Errorf("Folded %d listeners of a fragment being deleted", len(res.Listeners))
+	}
+	st := res.Statuses[fragmentKey("shop", "gone")]
+	if c := meta.FindStatusCondition(st.Conditions, "Accepted"); c == nil || c.Reason != "Deleting" || !strings.Contains(c.Message, "withdrew its listeners from Gateway infra/shared") {
+		t.Errorf("Accepted = %+v, want Deleting naming the Gateway", c)
+	}
+	if len(st.Listeners) != 1 || st.Listeners[0].Gateway != nil || listenerCondition(st, "web", "Programmed").Reason != "Deleting" {
+		t.Errorf("Listeners = %+v, want web with no Gateway and Programmed=False/Deleting", st.Listeners)
 	}
 }
 

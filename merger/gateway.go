@@ -35,9 +35,11 @@ import (
 // the Gateway's spec and its fragments stay as they were.
 func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *Input) (Result, error) {
 	foldsTotal.Inc()
-	in.Rejected = r.refusals.recall(key, in.Fragments, time.Now())
+	in.Now = time.Now()
+	in.Rejected = r.refusals.recall(key, in.Fragments, in.Now)
+	in.Withdrawn = r.withdrawals.recall(key, in.Fragments, in.Now)
 	var res Result
-	defer func() { recordListeners(key, in, res) }()
+	defer func() { recordListeners(key, in, res); r.withdrawals.remember(key, res.Withdrawn) }()
 	gw := in.Gateway
 	if gw != nil {
 		if err := r.refusals.recallOwner(key, gw.Generation, in.Fragments, time.Now()); err != nil {

@@ -130,6 +130,8 @@ func (r *Reconciler) readListenerSets(ctx context.Context, key types.NamespacedN
 	for _, ls := range rules.FromListenerSets(list.Items) {
 		if ls.DeletionTimestamp.IsZero() {
 			in.Fragments = append(in.Fragments, ls)
+		} else {
+			in.Deleting = append(in.Deleting, ls)
 		}
 	}
 	return nil

@@ -160,13 +160,14 @@ func stays(rooms []*room, sources []v1alpha1.ListenerFragment) map[rules.Source]
 	return out
 }
 
-// place places a source's listeners and returns what became of each, and
-// the room it landed in (the head when none landed).
-func (p *pool) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant) ([]rules.Placement, *room) {
+// place places a source's listeners, but those withheld (by index), and
+// returns what became of each, and the room it landed in (the head when
+// none landed).
+func (p *pool) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant, withheld map[int]rules.Placement) ([]rules.Placement, *room) {
 	if !p.pooled {
-		return p.board.Place(lf, grants, gatewayKey(p.head)), p.rooms[0]
+		return p.board.PlaceWithout(lf, grants, gatewayKey(p.head), withheld), p.rooms[0]
 	}
-	t := p.board.Try(lf, grants, gatewayKey(p.head))
+	t := p.board.Try(lf, grants, gatewayKey(p.head), withheld)
 	s, stays := p.stays[rules.SourceOf(lf)]
 	if stays {
 		p.rooms[s.room].reserved -= s.carried.Len()

@@ -50,6 +50,22 @@ func notAccepted(lf *v1alpha1.ListenerFragment, reason v1alpha1.FragmentConditio
 	}}
 }
 
+// deleting is the status of a source being deleted: gatefold withdrew its
+// listeners, so no route controller follows it to a Gateway.
+func deleting(lf *v1alpha1.ListenerFragment) v1alpha1.ListenerFragmentStatus {
+	msg := fmt.Sprintf("This %s is being deleted: gatefold withdrew its listeners from Gateway %s", rules.KindOf(lf), rules.ParentOf(lf))
+	st := notAccepted(lf, v1alpha1.FragmentReasonDeleting, msg)
+	st.Conditions[1].Message = msg
+	for _, l := range lf.Spec.Listeners {
+		st.Listeners = append(st.Listeners, v1alpha1.ListenerStatus{Name: l.Name, Conditions: []metav1.Condition{
+			condition(gwv1.ListenerEntryConditionAccepted, metav1.ConditionFalse, v1alpha1.FragmentReasonDeleting, lf.Generation, msg),
+			condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionFalse, gwv1.ListenerReasonNoConflicts, lf.Generation, "No conflicts"),
+			condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, v1alpha1.FragmentReasonDeleting, lf.Generation, msg),
+		}})
+	}
+	return st
+}
+
 // carries says whether the Gateway's spec holds listener l exactly as folded.
 func carries(gw *gwv1.Gateway, l *gwv1.Listener) bool {
 	return slices.ContainsFunc(gw.Spec.Listeners, func(c gwv1.Listener) bool { return equality.Semantic.DeepEqual(c, *l) })
@@ -69,14 +85,20 @@ func reportedFor(gw *gwv1.Gateway, l *gwv1.Listener, since int64) (gwv1.Listener
 		}
 		out := gwv1.ListenerStatus{Name: s.Name, AttachedRoutes: s.AttachedRoutes, SupportedKinds: s.SupportedKinds}
 		for _, c := range s.Conditions {
-			if c.ObservedGeneration >= since {
+			// A condition without observedGeneration (Traefik's
+			// UnsupportedProtocol) is taken as current: the spec carries l.
+			if c.ObservedGeneration >= since || c.ObservedGeneration == 0 {
 				out.Conditions = append(out.Conditions, c)
 			}
 		}
 		// Without a current Programmed condition, attachedRoutes may be
-		// counted for an older listener of the same name.
+		// counted for an older listener of the same name; a refusal
+		// counts all the same.
 		if meta.FindStatusCondition(out.Conditions, string(gwv1.ListenerConditionProgrammed)) == nil {
-			return gwv1.ListenerStatus{}, false
+			if implementationRefusal(out.Conditions) == nil {
+				return gwv1.ListenerStatus{}, false
+			}
+			out.AttachedRoutes = 0
 		}
 		return out, true
 	}
@@ -144,6 +166,8 @@ func fragmentStatus(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, since map[g
 					notProgrammed = &c
 				}
 			}
+		case o.Refusal != "":
+			ls.Conditions = withdrawnConditions(lf, o)
 		default:
 			if o.Reason == gwv1.ListenerEntryReasonTooManyListeners {
 				tooMany++

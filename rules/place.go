@@ -42,7 +42,13 @@ type Trial struct {
 // only what it places may deny a fragment. A pool's fold tries sources on one
 // board for the whole pool and counts room per Gateway itself (Try, Commit).
 func (b *Board) Place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant, gateway string) []Placement {
-	t := b.Try(lf, grants, gateway)
+	return b.PlaceWithout(lf, grants, gateway, nil)
+}
+
+// PlaceWithout is Place with the listeners of withheld, by index, left out
+// as it says: the fold withholds those the Gateway implementation refused.
+func (b *Board) PlaceWithout(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant, gateway string, withheld map[int]Placement) []Placement {
+	t := b.Try(lf, grants, gateway, withheld)
 	if b.Len()+len(t.Fits) > b.limit {
 		return t.NoRoom(TooManyListenersMessage(gateway, b.Len(), KindOf(lf), len(t.Fits)))
 	}
@@ -50,11 +56,16 @@ func (b *Board) Place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Re
 }
 
 // Try decides every listener of lf but room, and changes nothing: see Place.
-func (b *Board) Try(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant, gateway string) Trial {
+// The listeners of withheld, by index, are left out as it says.
+func (b *Board) Try(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant, gateway string, withheld map[int]Placement) Trial {
 	kind := KindOf(lf)
 	t := Trial{Placements: make([]Placement, len(lf.Spec.Listeners))}
 	mine := NewBoard()
 	for i, l := range lf.Spec.Listeners {
+		if w, ok := withheld[i]; ok {
+			t.Placements[i] = w
+			continue
+		}
 		// Checked on every fold, not only at admission: a revoked grant
 		// withdraws the listener.
 		if refs := UngrantedRefs(kind, lf.Namespace, i, l, grants); len(refs) > 0 {

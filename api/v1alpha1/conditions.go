@@ -43,6 +43,17 @@ const (
 	// the Gateway implementation has reported.
 	FragmentReasonPending FragmentConditionReason = "Pending"
 
+	// FragmentReasonDeleting is used with Accepted=False and Programmed=False
+	// on a fragment being deleted (a finalizer holds it), and on each of its
+	// listeners: gatefold has withdrawn them from the Gateway.
+	FragmentReasonDeleting FragmentConditionReason = "Deleting"
+
+	// FragmentReasonWithdrawn is used with a listener's Programmed=False when
+	// the Gateway implementation refused the folded listener and gatefold
+	// withdrew it from the Gateway, so that the Gateway's other listeners
+	// stay accepted.
+	FragmentReasonWithdrawn FragmentConditionReason = "Withdrawn"
+
 	// FragmentReasonInvalid is used when the fragment cannot be folded as
 	// written.
 	FragmentReasonInvalid FragmentConditionReason = "Invalid"

@@ -1,0 +1,215 @@
+package merger
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
+)
+
+// WithdrawRetry is how long a listener the Gateway implementation refused
+// stays withdrawn before it is folded again to be judged anew (a Secret it
+// names may exist by then), unless its source's spec changes first.
+const WithdrawRetry = time.Minute
+
+// WithdrawalKey names one listener of one generation of a source.
+type WithdrawalKey struct {
+	Source     rules.Source
+	UID        types.UID
+	Generation int64
+	Listener   gwv1.SectionName
+}
+
+func withdrawalKey(lf *v1alpha1.ListenerFragment, listener gwv1.SectionName) WithdrawalKey {
+	return WithdrawalKey{Source: keyOf(lf), UID: lf.UID, Generation: lf.Generation, Listener: listener}
+}
+
+// Withdrawal is a listener the Gateway implementation refused.
+type Withdrawal struct {
+	// Since is when it was withdrawn.
+	Since time.Time
+	// Condition is the implementation's condition that refused it, with the
+	// message gatefold reports.
+	Condition metav1.Condition
+	// Retrying says the retry is under way: the listener is folded again,
+	// and is withdrawn anew only on a fresh refusal.
+	Retrying bool
+}
+
+// implementationRefusal returns the condition by which the Gateway implementation refuses
+// a listener it reports on: Accepted=False, ResolvedRefs=False or
+// Conflicted=True. Any of these makes some implementations (Traefik) set the
+// whole Gateway Accepted=False.
+func implementationRefusal(conds []metav1.Condition) *metav1.Condition {
+	for _, c := range conds {
+		switch {
+		case c.Type == string(gwv1.ListenerConditionAccepted) && c.Status == metav1.ConditionFalse,
+			c.Type == string(gwv1.ListenerConditionResolvedRefs) && c.Status == metav1.ConditionFalse,
+			c.Type == string(gwv1.ListenerConditionConflicted) && c.Status == metav1.ConditionTrue:
+			return &c
+		}
+	}
+	return nil
+}
+
+// refusedOn returns, when a Gateway of the fold carries l as folded and its
+// implementation refuses it, the refusing condition and that Gateway.
+func refusedOn(in *Input, l *gwv1.Listener) (*metav1.Condition, *gwv1.Gateway) {
+	check := func(gw *gwv1.Gateway, since map[gwv1.SectionName]int64) *metav1.Condition {
+		gen, known := since[l.Name]
+		if !known {
+			gen = gw.Generation
+		}
+		if st, ok := reportedFor(gw, l, gen); ok {
+			return implementationRefusal(st.Conditions)
+		}
+		return nil
+	}
+	if c := check(in.Gateway, in.CarriedSince); c != nil {
+		return c, in.Gateway
+	}
+	if in.Pool != nil {
+		for _, s := range in.Pool.Siblings {
+			if c := check(s.Gateway, s.CarriedSince); c != nil {
+				return c, s.Gateway
+			}
+		}
+	}
+	return nil, nil
+}
+
+// withhold decides which listeners of lf the fold leaves out because the
+// Gateway implementation refused them, records them in res.Withdrawn, and
+// returns them by index as placements.
+func withhold(in *Input, res *Result, lf *v1alpha1.ListenerFragment) map[int]rules.Placement {
+	var out map[int]rules.Placement
+	for i, e := range lf.Spec.Listeners {
+		key := withdrawalKey(lf, e.Name)
+		l := Listener(lf, e)
+		w, known := in.Withdrawn[key]
+		if c, gw := refusedOn(in, &l); c != nil {
+			c.Message = fmt.Sprintf("The implementation of Gateway %s refused it (%s: %s), so gatefold withdrew it and the Gateway's other listeners stay accepted: fix it; a change of the spec, or %v, folds it again",
+				gatewayKey(gw), c.Reason, c.Message, WithdrawRetry)
+			w, known = Withdrawal{Since: in.Now, Condition: *c}, true
+		} else if known && !w.Retrying && !in.Now.Before(w.Since.Add(WithdrawRetry)) {
+			w.Retrying = true
+		}
+		if !known {
+			continue
+		}
+		res.Withdrawn[key] = w
+		if w.Retrying {
+			continue
+		}
+		if out == nil {
+			out = map[int]rules.Placement{}
+		}
+		out[i] = rules.Placement{Reason: gwv1.ListenerEntryConditionReason(w.Condition.Reason), Message: w.Condition.Message}
+	}
+	return out
+}
+
+// withdrawnConditions are the conditions of a listener withheld after the
+// implementation refused it: Programmed=False with reason Withdrawn marks
+// it, so that a new leader keeps it withdrawn (see withdrawalsInStatus).
+func withdrawnConditions(lf *v1alpha1.ListenerFragment, o Outcome) []metav1.Condition {
+	conds := []metav1.Condition{condition(gwv1.ListenerEntryConditionAccepted, metav1.ConditionFalse, o.Reason, lf.Generation, o.Message)}
+	if o.Refusal == string(gwv1.ListenerConditionResolvedRefs) {
+		conds = append(conds, condition(gwv1.ListenerEntryConditionResolvedRefs, metav1.ConditionFalse, o.Reason, lf.Generation, o.Message))
+	}
+	conflicted := condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionFalse, gwv1.ListenerReasonNoConflicts, lf.Generation, "No conflicts")
+	if o.Refusal == string(gwv1.ListenerConditionConflicted) {
+		conflicted = condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionTrue, o.Reason, lf.Generation, o.Message)
+	}
+	return append(conds, conflicted,
+		condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, v1alpha1.FragmentReasonWithdrawn, lf.Generation, o.Message))
+}
+
+// withdrawalsInStatus returns the withdrawals lf's status records for its
+// current generation, as if made at now: a new leader, which remembers none,
+// keeps them withdrawn for WithdrawRetry.
+func withdrawalsInStatus(lf *v1alpha1.ListenerFragment, now time.Time) map[WithdrawalKey]Withdrawal {
+	var out map[WithdrawalKey]Withdrawal
+	for _, l := range lf.Status.Listeners {
+		p := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerEntryConditionProgrammed))
+		a := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerEntryConditionAccepted))
+		if p == nil || a == nil || p.Reason != string(v1alpha1.FragmentReasonWithdrawn) || p.ObservedGeneration != lf.Generation {
+			continue
+		}
+		c := *a
+		if r := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerEntryConditionResolvedRefs)); r != nil && r.Status == metav1.ConditionFalse {
+			c.Type = r.Type
+		} else if r := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerEntryConditionConflicted)); r != nil && r.Status == metav1.ConditionTrue {
+			c.Type, c.Status = r.Type, r.Status
+		}
+		if out == nil {
+			out = map[WithdrawalKey]Withdrawal{}
+		}
+		out[withdrawalKey(lf, l.Name)] = Withdrawal{Since: now, Condition: c}
+	}
+	return out
+}
+
+// withdrawalMemo remembers, per Gateway, the listeners withdrawn by the last
+// fold.
+type withdrawalMemo struct {
+	mu        sync.Mutex
+	byGateway map[types.NamespacedName]map[WithdrawalKey]Withdrawal
+}
+
+// recall returns the withdrawals of the Gateway's sources: those the last
+// fold made, and those their statuses record that it does not know of.
+func (m *withdrawalMemo) recall(key types.NamespacedName, sources []v1alpha1.ListenerFragment, now time.Time) map[WithdrawalKey]Withdrawal {
+	m.mu.Lock()
+	out := map[WithdrawalKey]Withdrawal{}
+	for k, w := range m.byGateway[key] {
+		out[k] = w
+	}
+	m.mu.Unlock()
+	for i := range sources {
+		for k, w := range withdrawalsInStatus(&sources[i], now) {
+			if _, known := out[k]; !known {
+				out[k] = w
+			}
+		}
+	}
+	return out
+}
+
+// remember replaces the Gateway's withdrawals with a fold's.
+func (m *withdrawalMemo) remember(key types.NamespacedName, withdrawn map[WithdrawalKey]Withdrawal) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.byGateway == nil {
+		m.byGateway = map[types.NamespacedName]map[WithdrawalKey]Withdrawal{}
+	}
+	if len(withdrawn) == 0 {
+		delete(m.byGateway, key)
+		return
+	}
+	m.byGateway[key] = withdrawn
+}
+
+// nextRetry is how long until the first withdrawal is due to be retried,
+// 0 when none waits.
+func nextRetry(withdrawn map[WithdrawalKey]Withdrawal, now time.Time) time.Duration {
+	var next time.Duration
+	for _, w := range withdrawn {
+		if w.Retrying {
+			continue
+		}
+		if d := max(w.Since.Add(WithdrawRetry).Sub(now), time.Second); next == 0 || d < next {
+			next = d
+		}
+	}
+	return next
+}
+
+func (m *withdrawalMemo) forget(key types.NamespacedName) { m.remember(key, nil) }
