@@ -58,7 +58,7 @@ type Reconciler struct {
 	// withdrawals are the listeners withdrawn after the Gateway
 	// implementation refused them.
 	withdrawals withdrawalMemo
-	debounce  *debouncer
+	debounce    *debouncer
 	// fragmentReports and setReports are the statuses decided for
 	// ListenerFragments and ListenerSets, each kind with its writers.
 	fragmentReports, setReports reports

@@ -393,19 +393,19 @@ func TestFoldWithdrawsListenersTheImplementationRefuses(t *testing.T) {
 			carried:   []gwv1.Listener{api},
 			withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch.Add(-WithdrawRetry / 2), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol", Message: withdrawnMsg}}},
 			wantWeb:   "UnsupportedProtocol/Withdrawn", wantFolded: []gwv1.SectionName{api.Name},
-			wantMemo:  &Withdrawal{Since: epoch.Add(-WithdrawRetry / 2), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}},
+			wantMemo: &Withdrawal{Since: epoch.Add(-WithdrawRetry / 2), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}},
 		},
 		"a due retry folds it again": {
 			carried:   []gwv1.Listener{api},
 			withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch.Add(-WithdrawRetry), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol", Message: withdrawnMsg}}},
 			wantWeb:   "Accepted/Pending", wantFolded: []gwv1.SectionName{web.Name, api.Name},
-			wantMemo:  &Withdrawal{Since: epoch.Add(-WithdrawRetry), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}, Retrying: true},
+			wantMemo: &Withdrawal{Since: epoch.Add(-WithdrawRetry), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}, Retrying: true},
 		},
 		"a retried listener refused again is withdrawn anew": {
 			carried: []gwv1.Listener{web, api}, reported: []gwv1.ListenerStatus{refusal, programmed},
 			withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch.Add(-WithdrawRetry), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}, Retrying: true}},
 			wantWeb:   "UnsupportedProtocol/Withdrawn", wantFolded: []gwv1.SectionName{api.Name},
-			wantMemo:  &Withdrawal{Since: epoch, Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}},
+			wantMemo: &Withdrawal{Since: epoch, Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}},
 		},
 		"a new leader keeps what the status says was withdrawn": {
 			carried: []gwv1.Listener{api},
