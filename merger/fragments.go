@@ -3,6 +3,7 @@ package merger
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -101,7 +102,7 @@ func (r *Reconciler) recordEvents(lf *v1alpha1.ListenerFragment, old, updated v1
 		return
 	}
 	var reasons []string
-	notes := map[string][]string{}
+	notes := map[string]*eventNote{}
 	for _, l := range updated.Listeners {
 		now := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerEntryConditionAccepted))
 		prev := meta.FindStatusCondition(listenerStatus(old, l.Name).Conditions, now.Type)
@@ -121,16 +122,55 @@ func (r *Reconciler) recordEvents(lf *v1alpha1.ListenerFragment, old, updated v1
 		}
 		if notes[reason] == nil {
 			reasons = append(reasons, reason)
+			notes[reason] = &eventNote{listeners: map[string][]gwv1.SectionName{}}
 		}
-		notes[reason] = append(notes[reason], fmt.Sprintf("Listener %q: %s", l.Name, now.Message))
+		notes[reason].add(l.Name, now.Message)
 	}
 	for _, reason := range reasons {
 		kind := corev1.EventTypeWarning
 		if reason == "Folded" {
 			kind = corev1.EventTypeNormal
 		}
-		r.Recorder.Eventf(lf, nil, kind, reason, "Fold", "%s", truncate(strings.Join(notes[reason], "; "), maxNote))
+		r.Recorder.Eventf(lf, nil, kind, reason, "Fold", "%s", truncate(notes[reason].String(), maxNote))
 	}
+}
+
+// eventNote is the note of one event: each message once, with the
+// listeners it concerns, so that a fragment's 63 listeners refused for one
+// reason make one sentence, not 63.
+type eventNote struct {
+	messages  []string
+	listeners map[string][]gwv1.SectionName
+}
+
+func (n *eventNote) add(listener gwv1.SectionName, msg string) {
+	if n.listeners[msg] == nil {
+		n.messages = append(n.messages, msg)
+	}
+	n.listeners[msg] = append(n.listeners[msg], listener)
+}
+
+// maxNamed is how many listeners a note names before it counts the rest.
+const maxNamed = 3
+
+func (n *eventNote) String() string {
+	parts := make([]string, 0, len(n.messages))
+	for _, msg := range n.messages {
+		names := n.listeners[msg]
+		quoted := make([]string, 0, maxNamed)
+		for _, name := range names[:min(len(names), maxNamed)] {
+			quoted = append(quoted, strconv.Quote(string(name)))
+		}
+		switch {
+		case len(names) == 1:
+			parts = append(parts, fmt.Sprintf("Listener %s: %s", quoted[0], msg))
+		case len(names) <= maxNamed:
+			parts = append(parts, fmt.Sprintf("Listeners %s: %s", strings.Join(quoted, ", "), msg))
+		default:
+			parts = append(parts, fmt.Sprintf("%d listeners (%s and %d more): %s", len(names), strings.Join(quoted, ", "), len(names)-maxNamed, msg))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // maxNote is the longest note an events.k8s.io Event may carry.

@@ -197,9 +197,8 @@ func (p *pool) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Ref
 		// renamed or now conflict): it is placed as a new source.
 	}
 	need := len(t.Fits)
-	if need > rules.MaxListeners-p.own && rules.KindOf(lf) != rules.KindListenerSet {
-		return t.NoRoom(fmt.Sprintf("This %s needs %d listeners, and a Gateway of the pool of %s holds at most %d besides the head's %d own: split it",
-			rules.KindOf(lf), need, gatewayKey(p.head), rules.MaxListeners-p.own, p.own)), p.rooms[0]
+	if msg := rules.NeverFits(rules.KindOf(lf), need, p.own, gatewayKey(p.head), true); msg != "" && rules.KindOf(lf) != rules.KindListenerSet {
+		return t.NoRoom(msg), p.rooms[0]
 	}
 	candidates := len(p.rooms)
 	if rules.KindOf(lf) == rules.KindListenerSet || p.draining {

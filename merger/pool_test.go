@@ -198,7 +198,7 @@ func TestPoolPlacement(t *testing.T) {
 				return Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Fragments: []v1alpha1.ListenerFragment{fragment("shop", "big", 0, ls...)}, Pool: &Pool{Names: sets.New("shared")}}
 			},
 			per:     map[string]int{"shared": 0},
-			reasons: map[string]string{"shop/big": "TooManyListeners: This ListenerFragment needs 64 listeners, and a Gateway of the pool of infra/shared holds at most 63 besides the head's 1 own: split it"},
+			reasons: map[string]string{"shop/big": "TooManyListeners: This ListenerFragment needs 64 listeners, and a Gateway of the pool of infra/shared holds at most 63 besides the head's 1 own: split it into ListenerFragments of at most 63"},
 		},
 		"a ListenerSet stays on the Gateway it names": {
 			input: func() Input {

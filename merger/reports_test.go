@@ -2,6 +2,8 @@ package merger
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -9,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/api/v1alpha1"
@@ -93,5 +96,36 @@ func TestWriterDropsTheReportOfAnObjectCreatedAgain(t *testing.T) {
 	}
 	if len(got.Status.Conditions) != 0 {
 		t.Errorf("The old object's status was written to the new one: %+v", got.Status.Conditions)
+	}
+}
+
+func TestEventNoteSaysEachMessageOnce(t *testing.T) {
+	tests := map[string]struct {
+		listeners map[string]string // listener → message, added in name order
+		want      string
+	}{
+		"one listener": {
+			listeners: map[string]string{"a": "no room"},
+			want:      `Listener "a": no room`,
+		},
+		"listeners with one message share it": {
+			listeners: map[string]string{"a": "no room", "b": "no room", "c": "taken"},
+			want:      `Listeners "a", "b": no room; Listener "c": taken`,
+		},
+		"many listeners with one message are counted": {
+			listeners: map[string]string{"l1": "no room", "l2": "no room", "l3": "no room", "l4": "no room", "l5": "no room"},
+			want:      `5 listeners ("l1", "l2", "l3" and 2 more): no room`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			n := &eventNote{listeners: map[string][]gwv1.SectionName{}}
+			for _, l := range slices.Sorted(maps.Keys(tc.listeners)) {
+				n.add(gwv1.SectionName(l), tc.listeners[l])
+			}
+			if got := n.String(); got != tc.want {
+				t.Errorf("note = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

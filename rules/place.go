@@ -118,3 +118,17 @@ func TooManyListenersMessage(gateway string, taken int, kind string, need int) s
 	}
 	return fmt.Sprintf("Gateway %s has %d of its %d listeners taken and this %s needs %d: %s", gateway, taken, MaxListeners, kind, need, fix)
 }
+
+// NeverFits says why a source of kind with need listeners can never be
+// placed on Gateway gateway, whose own listeners are own (every Gateway of
+// a pool carries them too), or "" when it may fit.
+func NeverFits(kind string, need, own int, gateway string, pooled bool) string {
+	if need <= MaxListeners-own {
+		return ""
+	}
+	where := fmt.Sprintf("Gateway %s holds at most %d besides its %d own", gateway, MaxListeners-own, own)
+	if pooled {
+		where = fmt.Sprintf("a Gateway of the pool of %s holds at most %d besides the head's %d own", gateway, MaxListeners-own, own)
+	}
+	return fmt.Sprintf("This %s needs %d listeners, and %s: split it into %ss of at most %d", kind, need, where, kind, MaxListeners-own)
+}

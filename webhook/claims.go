@@ -603,7 +603,8 @@ func claimsOf(lf *v1alpha1.ListenerFragment) []Claim {
 
 // wants says whether fragment lf, as stored, still wants claim c: it is not
 // being deleted, its parent is c's Gateway gw, gw admits its namespace
-// (whose labels are nsLabels), and one of its listeners takes c's tuple. lf
+// (whose labels are nsLabels), it can fit beside gw's own listeners, and one
+// of its listeners takes c's tuple. lf
 // and gw are nil when they do not exist. The claim's holder UID does not
 // matter: a fragment created again under the holder's name that wants the
 // tuple keeps it, so a create racing a delete never frees a tuple its name
@@ -617,6 +618,10 @@ func wants(c Claim, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, nsLabels ma
 	}
 	if allowed, _ := rules.NamespaceAllowed(gw, lf.Namespace, nsLabels); !allowed {
 		return false
+	}
+	own := rules.OwnListeners(gw, rules.ManagedListeners(gw), []v1alpha1.ListenerFragment{*lf})
+	if rules.NeverFits(rules.KindListenerFragment, len(lf.Spec.Listeners), len(own), c.Gateway.String(), rules.PoolHead(gw)) != "" {
+		return false // it can never be placed, so it holds no tuple
 	}
 	for _, l := range lf.Spec.Listeners {
 		if entryOf(l).Tuple() == c.Tuple {
