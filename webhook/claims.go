@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -128,6 +129,9 @@ type ClaimStore struct {
 
 	once sync.Once
 	seen *sightings
+	// deletedUIDs are the fragments this replica saw deleted, and when.
+	deletedMu   sync.Mutex
+	deletedUIDs map[types.UID]time.Time
 	// now is this replica's clock; tests replace it.
 	now func() time.Time
 }
@@ -247,15 +251,51 @@ func (s *ClaimStore) get(ctx context.Context, name string) (*held, error) {
 // live says whether a claim still protects its tuple: its holder wants it,
 // or this replica has not yet judged it unwanted, at its version, for the
 // grace period. Every call is a judgment that sightings records.
+//
+// A claim whose holder is provably done with it protects nothing at once:
+// this replica saw the holder deleted, the cache shows another object of
+// its name, or it shows the holder, stored after the claim's last write,
+// with a spec that no longer wants it (deleting, moved, tuple changed). A
+// request that wrote the claim has then ended, and one that wants the tuple
+// again writes the claim again.
 func (s *ClaimStore) live(ctx context.Context, v *view, h *held) (bool, error) {
 	wanted := false
 	if h.decoded {
+		var gone bool
 		var err error
-		if wanted, err = v.wants(ctx, h); err != nil {
+		if wanted, gone, err = v.wants(ctx, h, s.deleted); err != nil {
 			return true, err
+		}
+		if gone {
+			return false, nil
 		}
 	}
 	return !s.sightings().stale(h.lease.Name, h.lease.ResourceVersion, wanted), nil
+}
+
+// FragmentDeleted records that this replica saw the fragment with uid
+// deleted: a claim it holds protects nothing from then on.
+func (s *ClaimStore) FragmentDeleted(uid types.UID) {
+	s.deletedMu.Lock()
+	defer s.deletedMu.Unlock()
+	if s.deletedUIDs == nil {
+		s.deletedUIDs = map[types.UID]time.Time{}
+	}
+	now := time.Now()
+	s.deletedUIDs[uid] = now
+	for u, at := range s.deletedUIDs {
+		if now.Sub(at) > forgetAfter {
+			delete(s.deletedUIDs, u)
+		}
+	}
+}
+
+// deleted says whether this replica saw the fragment with uid deleted.
+func (s *ClaimStore) deleted(uid types.UID) bool {
+	s.deletedMu.Lock()
+	defer s.deletedMu.Unlock()
+	_, ok := s.deletedUIDs[uid]
+	return ok
 }
 
 // release deletes a claim on condition that it is still at the version this
@@ -610,7 +650,7 @@ func claimsOf(lf *v1alpha1.ListenerFragment) []Claim {
 // tuple keeps it, so a create racing a delete never frees a tuple its name
 // still holds.
 func wants(c Claim, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, nsLabels map[string]string) bool {
-	if lf == nil || gw == nil || !lf.DeletionTimestamp.IsZero() || rules.ParentOf(lf) != c.Gateway {
+	if lf == nil || gw == nil || !specWants(c, lf) {
 		return false
 	}
 	if gw.Namespace != c.Gateway.Namespace || gw.Name != c.Gateway.Name {
@@ -620,8 +660,16 @@ func wants(c Claim, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, nsLabels ma
 		return false
 	}
 	own := rules.OwnListeners(gw, rules.ManagedListeners(gw), []v1alpha1.ListenerFragment{*lf})
-	if rules.NeverFits(rules.KindListenerFragment, len(lf.Spec.Listeners), len(own), c.Gateway.String(), rules.PoolHead(gw)) != "" {
-		return false // it can never be placed, so it holds no tuple
+	// One that can never be placed holds no tuple.
+	return rules.NeverFits(rules.KindListenerFragment, len(lf.Spec.Listeners), len(own), c.Gateway.String(), rules.PoolHead(gw)) == ""
+}
+
+// specWants says whether fragment lf itself, whatever its Gateway and
+// namespace, wants claim c: it is not being deleted, its parent is c's
+// Gateway, and one of its listeners takes c's tuple.
+func specWants(c Claim, lf *v1alpha1.ListenerFragment) bool {
+	if !lf.DeletionTimestamp.IsZero() || rules.ParentOf(lf) != c.Gateway {
+		return false
 	}
 	for _, l := range lf.Spec.Listeners {
 		if entryOf(l).Tuple() == c.Tuple {
@@ -702,30 +750,48 @@ func (v *view) placed(ctx context.Context, gw *gwv1.Gateway, fragments []v1alpha
 // The holder is often another tenant's fragment, and the error may reach the
 // requester: a failed read is logged in full and returned naming only the
 // claim.
-func (v *view) wants(ctx context.Context, h *held) (bool, error) {
-	wanted, err := v.holderWants(ctx, h)
+// It also says whether the holder is provably done with it (see
+// ClaimStore.live); deleted says whether this replica saw a fragment UID
+// deleted.
+func (v *view) wants(ctx context.Context, h *held, deleted func(types.UID) bool) (wanted, gone bool, err error) {
+	lf, wanted, err := v.holderWants(ctx, h)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "Reading the holder of a claim", "claim", klog.KObj(h.lease), "fragment", klog.KRef(h.holder.Namespace, h.holder.Name))
-		return false, fmt.Errorf("reading the holder of claim %s from the informer cache (gatefold's log has the details)", klog.KObj(h.lease))
+		return false, false, fmt.Errorf("reading the holder of claim %s from the informer cache (gatefold's log has the details)", klog.KObj(h.lease))
 	}
-	return wanted, nil
+	switch {
+	case wanted:
+		return true, false, nil
+	case lf == nil:
+		return false, deleted(h.holder.UID), nil
+	case lf.UID != h.holder.UID:
+		// Another object of the name exists: the holder was deleted.
+		return false, true, nil
+	case specWants(h.claim, lf):
+		// Unwanted for its Gateway or namespace, which may come back.
+		return false, false, nil
+	}
+	newer, err := resourceversion.CompareResourceVersion(lf.ResourceVersion, h.lease.ResourceVersion)
+	return false, err == nil && newer > 0, nil
 }
 
-func (v *view) holderWants(ctx context.Context, h *held) (bool, error) {
+// holderWants reads the holder of h from the cache (nil when none is
+// stored) and says whether it wants h.
+func (v *view) holderWants(ctx context.Context, h *held) (*v1alpha1.ListenerFragment, bool, error) {
 	lf := &v1alpha1.ListenerFragment{}
 	if err := v.cache.Get(ctx, h.holder.fragment(), lf); err != nil {
 		if apierrors.IsNotFound(err) {
-			return false, nil
+			return nil, false, nil
 		}
-		return false, fmt.Errorf("reading ListenerFragment %s: %w", h.holder.fragment(), err)
+		return nil, false, fmt.Errorf("reading ListenerFragment %s: %w", h.holder.fragment(), err)
 	}
 	gw, err := v.gateway(ctx, h.claim.Gateway)
 	if err != nil || gw == nil {
-		return false, err
+		return lf, false, err
 	}
 	labels, ok, err := v.namespaceLabels(ctx, lf.Namespace)
 	if err != nil || !ok {
-		return false, err
+		return lf, false, err
 	}
-	return wants(h.claim, lf, gw, labels), nil
+	return lf, wants(h.claim, lf, gw, labels), nil
 }

@@ -248,6 +248,20 @@ func onShared(ns, name string, sec int64, listeners ...gwv1.ListenerEntry) *v1al
 
 var shared = types.NamespacedName{Namespace: "infra", Name: "shared"}
 
+// foldedOnShared is onShared with a status that says the fold placed every
+// listener: what the collector backfills claims for.
+func foldedOnShared(ns, name string, sec int64, listeners ...gwv1.ListenerEntry) *v1alpha1.ListenerFragment {
+	lf := onShared(ns, name, sec, listeners...)
+	for _, l := range listeners {
+		lf.Status.Listeners = append(lf.Status.Listeners, v1alpha1.ListenerStatus{
+			Name:       l.Name,
+			Gateway:    &v1alpha1.GatewayListenerReference{Namespace: "infra", Name: "shared", ListenerName: v1alpha1.ListenerName(ns, name, l.Name)},
+			Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: lf.Generation}},
+		})
+	}
+	return lf
+}
+
 func claimName(e gwv1.ListenerEntry) string {
 	return Claim{Gateway: shared, Tuple: entryOf(e).Tuple()}.Name()
 }
@@ -474,12 +488,15 @@ func TestCollectorBackfillsInPrecedenceOrder(t *testing.T) {
 		gateway("infra", "shared", gwv1.NamespacesFromAll, own),
 		// Stored before gatefold was installed, or while their namespace
 		// had opted out: nothing claimed.
-		onShared("shop", "newer", 2, appHTTPS, entry("other", 443, gwv1.HTTPSProtocolType, "other.example.com")),
-		onShared("blog", "older", 1, appHTTPS),
-		onShared("quiet", "repair", 1, entry("https", 443, gwv1.HTTPSProtocolType, "quiet.example.com")),
-		onShared("shop", "web", 1, web7000),
-		onShared("shop", "db", 2, pg),
-		onShared("shop", "shadowed", 1, entry("https", 443, gwv1.HTTPSProtocolType, "own.example.com")),
+		foldedOnShared("shop", "newer", 2, appHTTPS, entry("other", 443, gwv1.HTTPSProtocolType, "other.example.com")),
+		foldedOnShared("blog", "older", 1, appHTTPS),
+		foldedOnShared("quiet", "repair", 1, entry("https", 443, gwv1.HTTPSProtocolType, "quiet.example.com")),
+		foldedOnShared("shop", "web", 1, web7000),
+		foldedOnShared("shop", "db", 2, pg),
+		foldedOnShared("shop", "shadowed", 1, entry("https", 443, gwv1.HTTPSProtocolType, "own.example.com")),
+		// The fold has not placed it (its namespace was admitted a moment
+		// ago, say): a claim would take the tuple from whoever holds it.
+		onShared("blog", "unfolded", 0, entry("https", 443, gwv1.HTTPSProtocolType, "unfolded.example.com")),
 	)
 	early := onShared("shop", "early", 1, entry("https", 443, gwv1.HTTPSProtocolType, "early.example.com"))
 	early.Spec.ParentRef.Name = "later"
@@ -498,6 +515,7 @@ func TestCollectorBackfillsInPrecedenceOrder(t *testing.T) {
 		claimName(entry("https", 443, gwv1.HTTPSProtocolType, "quiet.example.com")): "",
 		// The Gateway's own listener comes first.
 		claimName(entry("https", 443, gwv1.HTTPSProtocolType, "own.example.com")): "",
+		claimName(entry("https", 443, gwv1.HTTPSProtocolType, "unfolded.example.com")): "",
 	} {
 		if got := s.holderOf(name); got != want {
 			t.Errorf("Claim %s held by %q, want %q", name, got, want)
@@ -676,6 +694,83 @@ func TestTakeoverWaitsForTheGraceOnThisReplica(t *testing.T) {
 	}
 	if got := s.holderOf(claimName(appHTTPS)); got != "shop/app/app-uid" {
 		t.Errorf("Holder = %q, want shop/app", got)
+	}
+}
+
+func TestAHolderProvablyDoneWithItsClaimFreesItAtOnce(t *testing.T) {
+	other := entry("https", 443, gwv1.HTTPSProtocolType, "other.example.com")
+	tests := map[string]struct {
+		// leave changes or deletes the holder, as its owner would.
+		leave func(t *testing.T, s *store, holder *v1alpha1.ListenerFragment)
+		free  bool
+	}{
+		"deleted, as this replica's informer saw": {
+			leave: func(t *testing.T, s *store, holder *v1alpha1.ListenerFragment) {
+				if err := s.c.Delete(context.Background(), holder); err != nil {
+					t.Fatal(err)
+				}
+				s.claims.FragmentDeleted(holder.UID)
+			},
+			free: true,
+		},
+		"deleted, and created again without the tuple": {
+			leave: func(t *testing.T, s *store, holder *v1alpha1.ListenerFragment) {
+				if err := s.c.Delete(context.Background(), holder); err != nil {
+					t.Fatal(err)
+				}
+				again := onShared("blog", "holder", 3, other)
+				again.UID = "again-uid"
+				s.mustCreate(again)
+			},
+			free: true,
+		},
+		"its listener changed to another hostname": {
+			leave: func(t *testing.T, s *store, holder *v1alpha1.ListenerFragment) {
+				holder.Spec.Listeners = []gwv1.ListenerEntry{other}
+				if err := s.c.Update(context.Background(), holder); err != nil {
+					t.Fatal(err)
+				}
+			},
+			free: true,
+		},
+		"moved to another Gateway": {
+			leave: func(t *testing.T, s *store, holder *v1alpha1.ListenerFragment) {
+				holder.Spec.ParentRef.Name = "elsewhere"
+				if err := s.c.Update(context.Background(), holder); err != nil {
+					t.Fatal(err)
+				}
+			},
+			free: true,
+		},
+		"gone from the cache, unseen: perhaps a create still in flight": {
+			leave: func(t *testing.T, s *store, holder *v1alpha1.ListenerFragment) {
+				if err := s.c.Delete(context.Background(), holder); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := newStore(t, tenants(gateway("infra", "shared", gwv1.NamespacesFromAll))...)
+			s.mustCreate(onShared("blog", "holder", 1, appHTTPS))
+			holder := &v1alpha1.ListenerFragment{}
+			if err := s.c.Get(context.Background(), client.ObjectKey{Namespace: "blog", Name: "holder"}, holder); err != nil {
+				t.Fatal(err)
+			}
+			tc.leave(t, s, holder)
+			_, err := s.create(onShared("shop", "app", 2, appHTTPS))
+			if !tc.free {
+				wantErr(t, err, "is already taken")
+				return
+			}
+			if err != nil {
+				t.Fatalf("The tuple is still taken within the grace: %v", err)
+			}
+			if got := s.holderOf(claimName(appHTTPS)); got != "shop/app/app-uid" {
+				t.Errorf("Holder = %q, want shop/app", got)
+			}
+		})
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,6 +82,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 		return nil, err
 	}
 	informers["claims"] = claims.Claims
+	if err := watchDeletions(mgr.GetCache(), claims); err != nil {
+		return nil, err
+	}
 	if err := mgr.Add(claims.Claims); err != nil {
 		return nil, fmt.Errorf("adding the claims informer: %w", err)
 	}
@@ -166,6 +170,27 @@ func webhookInformers(c cache.Informers, listenerSets bool) (map[string]syncer, 
 		informers[name] = i
 	}
 	return informers, nil
+}
+
+// watchDeletions tells the claim store of every fragment the cache sees
+// deleted, so that its claims protect nothing from then on.
+func watchDeletions(c cache.Informers, claims *ClaimStore) error {
+	i, err := c.GetInformer(context.Background(), &v1alpha1.ListenerFragment{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("creating the informer of ListenerFragments: %w", err)
+	}
+	_, err = i.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if lf, ok := obj.(*v1alpha1.ListenerFragment); ok {
+			claims.FragmentDeleted(lf.UID)
+		}
+	}})
+	if err != nil {
+		return fmt.Errorf("watching ListenerFragment deletions: %w", err)
+	}
+	return nil
 }
 
 // syncer is an informer, as far as readiness asks.
