@@ -514,7 +514,7 @@ func TestCollectorBackfillsInPrecedenceOrder(t *testing.T) {
 		// An opted-out namespace is not admitted, so not claimed for.
 		claimName(entry("https", 443, gwv1.HTTPSProtocolType, "quiet.example.com")): "",
 		// The Gateway's own listener comes first.
-		claimName(entry("https", 443, gwv1.HTTPSProtocolType, "own.example.com")): "",
+		claimName(entry("https", 443, gwv1.HTTPSProtocolType, "own.example.com")):      "",
 		claimName(entry("https", 443, gwv1.HTTPSProtocolType, "unfolded.example.com")): "",
 	} {
 		if got := s.holderOf(name); got != want {
