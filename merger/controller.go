@@ -93,6 +93,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// event, and the fold is tried again when the refusal expires.
 	case foldErr != nil:
 		return ctrl.Result{}, foldErr
+	default:
+		for _, h := range Handovers(&in, res) {
+			log.FromContext(ctx).Info("Gave a listener's tuple to another source", "gateway", req.NamespacedName,
+				"port", h.Tuple.Port, "group", h.Tuple.Group, "hostname", h.Tuple.Hostname, "from", h.From.String(), "to", h.To.String())
+		}
 	}
 	var w writes
 	for i := range in.Fragments {

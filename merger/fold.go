@@ -191,6 +191,56 @@ func reserveClaimed(b *rules.Board, placeable []v1alpha1.ListenerFragment, claim
 	}
 }
 
+// Handover is a tuple a fold gave to another source than the one whose
+// listener a Gateway of the pool carried for it.
+type Handover struct {
+	Tuple    rules.Tuple
+	From, To rules.Source
+}
+
+// Handovers returns the tuples res gives to another source than the one
+// whose listener the Gateways of in carry for them, where that source is
+// still one of in's: what an operator wants to hear of, since a listener
+// was taken from a live source.
+func Handovers(in *Input, res Result) []Handover {
+	if in.Gateway == nil {
+		return nil
+	}
+	bySource := map[gwv1.SectionName]rules.Source{}
+	for i := range in.Fragments {
+		lf := &in.Fragments[i]
+		for _, l := range lf.Spec.Listeners {
+			bySource[rules.GatewayListenerName(lf, l.Name)] = keyOf(lf)
+		}
+	}
+	carried := map[rules.Tuple]rules.Source{}
+	gateways := []*gwv1.Gateway{in.Gateway}
+	if in.Pool != nil {
+		for _, s := range in.Pool.Siblings {
+			gateways = append(gateways, s.Gateway)
+		}
+	}
+	for _, gw := range gateways {
+		for _, l := range gw.Spec.Listeners {
+			if src, ok := bySource[l.Name]; ok {
+				carried[rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()] = src
+			}
+		}
+	}
+	var out []Handover
+	for _, o := range res.Outcomes {
+		if !o.Folded() {
+			continue
+		}
+		l := o.GatewayListener
+		t := rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()
+		if from, ok := carried[t]; ok && from != o.Fragment {
+			out = append(out, Handover{Tuple: t, From: from, To: o.Fragment})
+		}
+	}
+	return out
+}
+
 func keyOf(lf *v1alpha1.ListenerFragment) rules.Source { return rules.SourceOf(lf) }
 
 func gatewayKey(gw *gwv1.Gateway) string { return gw.Namespace + "/" + gw.Name }

@@ -873,3 +873,30 @@ func TestFoldChecksListenerSetGrantsByKind(t *testing.T) {
 		})
 	}
 }
+
+func TestHandoversNameTheSourceThatLostATuple(t *testing.T) {
+	squat := fragment("b", "squat", 0, entry("http", 8000, gwv1.HTTPProtocolType, "victim.example.com"))
+	victim := fragment("a", "victim", 5, entry("http", 8000, gwv1.HTTPProtocolType, "victim.example.com"))
+	tuple := rules.EntryOf(8000, gwv1.HTTPProtocolType, ptr.To(gwv1.Hostname("victim.example.com"))).Tuple()
+	carried := Listener(&victim, victim.Spec.Listeners[0])
+	tests := map[string]struct {
+		claims map[rules.Tuple]types.NamespacedName
+		want   []Handover
+	}{
+		"the older fragment takes the tuple by precedence": {
+			want: []Handover{{Tuple: tuple, From: keyOf(&victim), To: keyOf(&squat)}},
+		},
+		"the claim holder keeps it": {
+			claims: map[rules.Tuple]types.NamespacedName{tuple: {Namespace: "a", Name: "victim"}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			in := Input{Gateway: gateway(gwv1.NamespacesFromAll, own("own", 80, gwv1.HTTPProtocolType, ""), carried), Managed: sets.New(carried.Name),
+				Fragments: []v1alpha1.ListenerFragment{squat, victim}, Claims: tc.claims}
+			if diff := cmp.Diff(tc.want, Handovers(&in, Fold(in))); diff != "" {
+				t.Errorf("Handovers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -599,6 +599,9 @@ func (s *ClaimStore) take(ctx context.Context, v *view, p *claimPlan, i int) (*w
 			l.Labels, l.Annotations, l.Spec = want.Labels, want.Annotations, want.Spec
 			if err = s.Client.Update(ctx, l); err == nil {
 				other := !have.decoded || have.holder.fragment() != h.fragment()
+				if other {
+					logf.FromContext(ctx).Info("Took over a claim its holder no longer wants", append(claimKeys(have), "newHolder", klog.KRef(h.Namespace, h.Name))...)
+				}
 				return &written{name: l.Name, version: l.ResourceVersion, releasable: other}, nil, nil
 			}
 			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {

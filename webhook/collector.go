@@ -68,6 +68,7 @@ func (s *ClaimStore) Collect(ctx context.Context) (Collected, error) {
 			var released bool
 			if released, err = s.release(ctx, h.lease.Name, h.lease.ResourceVersion); released {
 				done.Released++
+				logf.FromContext(ctx).Info("Released a claim its holder no longer wants", claimKeys(h)...)
 				continue
 			}
 		}
@@ -177,13 +178,22 @@ func (s *ClaimStore) backfill(ctx context.Context, v *view, kept []*held) (int, 
 				continue
 			} else if err == nil {
 				n++
-				log.V(1).Info("Backfilled a claim", "claim", c.Name(), "fragment", klog.KObj(lf), "listener", h.Listener)
+				log.Info("Backfilled a claim for a listener the fold placed", "claim", c.Name(), "gateway", c.Gateway, "fragment", klog.KObj(lf), "listener", h.Listener, "tuple", h.Entry.String())
 			}
 			claimed.Insert(c.Name())
 			b.Take(h.rules())
 		}
 	}
 	return n, errors.Join(errs...)
+}
+
+// claimKeys are the log keys that name a claim, its Gateway, holder and
+// tuple.
+func claimKeys(h *held) []any {
+	if !h.decoded {
+		return []any{"claim", klog.KObj(h.lease)}
+	}
+	return []any{"claim", klog.KObj(h.lease), "gateway", h.claim.Gateway, "fragment", klog.KRef(h.holder.Namespace, h.holder.Name), "listener", h.holder.Listener, "tuple", h.holder.Entry.String()}
 }
 
 // admitted says whether gatefold's admission would claim for lf now: it is
