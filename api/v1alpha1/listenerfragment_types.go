@@ -14,6 +14,10 @@ import (
 // +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
 // +kubebuilder:printcolumn:name="Programmed",type=string,JSONPath=`.status.conditions[?(@.type=="Programmed")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Gateway Namespace",type=string,JSONPath=`.spec.parentRef.namespace`,priority=1,description="The namespace of the parent Gateway, and of any sibling the listeners landed on; admission defaults it to the fragment's own"
+// +kubebuilder:printcolumn:name="Accepted Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Programmed Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Programmed")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].message`,priority=1,description="The Accepted condition's message: where the listeners were folded, or why not"
 
 // ListenerFragment declares listeners that one route needs on a Gateway. Each
 // fragment has one writer; gatefold folds all fragments of a Gateway into the

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -58,6 +59,17 @@ func TestKubectlApplyOfDuplicatePrintsTheReason(t *testing.T) {
 	}
 	if !strings.Contains(out, "NAME") || !strings.Contains(out, "GATEWAY") || !strings.Contains(out, "shop ") || strings.Contains(out, "shop-copy") {
 		t.Errorf("kubectl get listenerfragments printed:\n%s", out)
+	}
+	// The fragment leaves parentRef.namespace out: admission defaults it to
+	// the fragment's own, so -o wide shows the Gateway's namespace
+	// (LANDED is blank: no merger runs here).
+	out, stderr, err = testenv.Kubectl(t, env, "", "get", "listenerfragments", "-n", ns, "shop", "-o", "wide")
+	if err != nil {
+		t.Fatalf("kubectl get -o wide: %v\n%s", err, stderr)
+	}
+	row := regexp.MustCompile(`(?m)^shop +shared +Unknown +Unknown +\S+ +` + ns + ` +Pending +Pending +Waiting for controller$`)
+	if !strings.Contains(out, "GATEWAY NAMESPACE") || !row.MatchString(out) {
+		t.Errorf("kubectl get listenerfragments -o wide printed:\n%s\nwant a row matching %s", out, row)
 	}
 }
 

@@ -2,6 +2,7 @@ package merger
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -299,6 +300,19 @@ func TestPoolShrinksAfterGrace(t *testing.T) {
 		!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "r0000 shared shared True") ||
 		!strings.HasPrefix(strings.Join(strings.Fields(lines[2]), " "), "r0063 shared shared-2 True") {
 		t.Errorf("kubectl get listenerfragments printed:\n%s", out)
+	}
+	// -o wide adds the Gateway's namespace, the reasons and where the
+	// listeners were folded.
+	out, stderr, err = testenv.Kubectl(t, env, "", "get", "listenerfragments", "-n", ns, "r0063", "-o", "wide")
+	if err != nil {
+		t.Fatalf("kubectl get -o wide: %v\n%s", err, stderr)
+	}
+	wide := []*regexp.Regexp{
+		regexp.MustCompile(`^NAME +GATEWAY +LANDED +ACCEPTED +PROGRAMMED +AGE +GATEWAY NAMESPACE +ACCEPTED REASON +PROGRAMMED REASON +MESSAGE$`),
+		regexp.MustCompile(`^r0063 +shared +shared-2 +True +\S+ +\S+ +` + ns + ` +Accepted +\S+ +Folded 1 listeners into Gateway ` + ns + `/shared-2$`),
+	}
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != len(wide) || !wide[0].MatchString(lines[0]) || !wide[1].MatchString(lines[1]) {
+		t.Errorf("kubectl get listenerfragments -o wide printed:\n%s\nwant lines matching:\n%s\n%s", out, wide[0], wide[1])
 	}
 
 	named := fixture.Fragment(ns, "names-sibling", &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sibling}}, fixture.HTTPS("web", "sibling.example.com"))
