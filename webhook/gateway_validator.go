@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -38,6 +39,9 @@ func (v *gatewayValidator) ValidateDelete(context.Context, *gwv1.Gateway) (admis
 }
 
 func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission.Warnings {
+	if byGatefold(ctx) {
+		return nil
+	}
 	var warnings admission.Warnings
 	if mark, ok := gw.Annotations[rules.PoolAnnotation]; ok && !rules.PoolHead(gw) {
 		warnings = append(warnings, fmt.Sprintf("metadata.annotations[%s] is %q: only \"true\" makes this Gateway the head of a pool, so gatefold treats it as unmarked", rules.PoolAnnotation, mark))
@@ -84,4 +88,20 @@ func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission
 		}
 	}
 	return warnings
+}
+
+// byGatefold says whether the request is a write with gatefold's field
+// manager: the merger's own fold, whose conflicts it reports on the
+// fragments, and which would only log the warnings. The webhook's
+// matchCondition skips gatefold's ServiceAccount as installed; this skips
+// gatefold run as anyone else, as `gatefold dev` runs it.
+func byGatefold(ctx context.Context) bool {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil || len(req.Options.Raw) == 0 {
+		return false
+	}
+	var opts struct {
+		FieldManager string `json:"fieldManager"`
+	}
+	return json.Unmarshal(req.Options.Raw, &opts) == nil && opts.FieldManager == rules.FieldManager
 }
