@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -32,9 +35,13 @@ func runDev(args []string) error {
 	samples := fs.String("samples", "", "Kustomize folder applied once gatefold serves (default config/samples of the repository; \"none\" applies nothing)")
 	traefik := fs.String("traefik", "", "The traefik executable run as the Gateway implementation (default $GATEFOLD_TRAEFIK, then bin/traefik/traefik, which `make traefik` builds); \"none\" runs none")
 	logFile := fs.String("log-file", filepath.Join("bin", "dev", "gatefold.log"), "Where gatefold's log goes, human-readable, so that it does not bury the summary; \"-\" is standard error")
+	metricsAddr := fs.String("metrics-bind-address", "127.0.0.1:8080", "Loopback address where gatefold's Prometheus metrics are served, over plain HTTP to anyone; \"0\" serves none")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := checkDevMetricsAddress(*metricsAddr); err != nil {
 		return err
 	}
 	logs, err := devLog(*logFile)
@@ -63,7 +70,7 @@ func runDev(args []string) error {
 		return err
 	}
 
-	managerDone, err := startDevManager(ctx, env)
+	managerDone, err := startDevManager(ctx, env, *metricsAddr)
 	if err != nil {
 		return err
 	}
@@ -91,6 +98,10 @@ func runDev(args []string) error {
 			}
 		}
 	}
+	metrics, err := devMetrics(ctx, *metricsAddr)
+	if err != nil {
+		return err
+	}
 	fmt.Printf(`
 The control plane is up at %s (Kubernetes v1.37.2, Gateway API standard CRDs,
 gatefold CRDs), with gatefold's webhooks and merger running in this process
@@ -98,14 +109,14 @@ as cluster-admin: an install runs them as ServiceAccount
 gatefold-controller-manager with only the RBAC in config/rbac.
 
 gatefold's log: %s
-
+%s
 Use it with the kubectl built beside it:
 
   export KUBECONFIG=%s
   %s get listenerfragments -A
 
 Press Ctrl-C to stop; the control plane and its data go with it.
-`, env.Config.Host, *logFile, kubeconfig, filepath.Join(env.AssetsDir, "kubectl"))
+`, env.Config.Host, *logFile, metrics, kubeconfig, filepath.Join(env.AssetsDir, "kubectl"))
 
 	select {
 	case <-ctx.Done():
@@ -212,9 +223,65 @@ type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
 
+// checkDevMetricsAddress refuses a metrics address off loopback, where
+// metrics served without authentication would reach the network, and one
+// whose port is taken.
+func checkDevMetricsAddress(addr string) error {
+	if addr == "0" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--metrics-bind-address is %q: gatefold dev serves metrics without authentication, so give an address on loopback, such as 127.0.0.1:8080", addr)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s, where gatefold dev serves metrics, is taken (is another `make dev` running?); --metrics-bind-address moves them: %w", addr, err)
+	}
+	return l.Close()
+}
+
+// devMetrics waits until gatefold serves its metrics on addr, then returns
+// the paragraph that says where, and which to watch (those of
+// docs/operations.md's alerts): a curl line printed works when it is
+// printed. It returns "" for "0".
+func devMetrics(ctx context.Context, addr string) (string, error) {
+	if addr == "0" {
+		return "", nil
+	}
+	url := "http://" + addr + "/metrics"
+	c := &http.Client{Timeout: 2 * time.Second}
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		resp, err := c.Get(url)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		last = resp.Status
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(body), "\ngatefold_merger_folds_total "), nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("gatefold's metrics are not served at %s (last: %s): %w", url, last, err)
+	}
+	return fmt.Sprintf(`
+gatefold's metrics: %s, over plain HTTP (an install serves them
+over HTTPS, to scrapers the API server authorizes). Watch
+gatefold_merger_listeners (fragment listeners per Gateway: folded,
+conflicted, too_many), gatefold_merger_conflicts_total (listeners that
+stopped being folded, by reason) and gatefold_merger_gateway_applies_total
+(Gateway writes; result="error" is a fold the API server refused):
+
+  curl -s %s | grep ^gatefold_
+`, url, url), nil
+}
+
 // startDevManager runs one replica, without leader election, serving the
-// webhooks the control plane was configured to call.
-func startDevManager(ctx context.Context, env *devenv.Env) (<-chan error, error) {
+// webhooks the control plane was configured to call and its metrics on
+// metricsAddr over plain HTTP.
+func startDevManager(ctx context.Context, env *devenv.Env, metricsAddr string) (<-chan error, error) {
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: devNamespace}}); err != nil {
 		return nil, fmt.Errorf("creating namespace %s: %w", devNamespace, err)
 	}
@@ -222,7 +289,7 @@ func startDevManager(ctx context.Context, env *devenv.Env) (<-chan error, error)
 	// plane needs.
 	var o managerOptions
 	o.bindFlags(flag.NewFlagSet("manager", flag.ContinueOnError))
-	o.metrics.bindAddress, o.probeAddr = "0", "0"
+	o.metrics.bindAddress, o.metrics.secure, o.probeAddr = metricsAddr, false, "0"
 	o.webhookHost, o.webhookPort = env.WebhookHost(), env.WebhookPort()
 	o.certDir = env.WebhookCertDir() // envtest's, which the API server trusts
 	o.certs.mode = certs.ModeCertManager

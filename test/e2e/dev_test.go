@@ -6,6 +6,8 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,6 +142,7 @@ func TestDevServesCRDsAndStopsCleanly(t *testing.T) {
 	if traefik != "" {
 		checkDevCurls(t, banner)
 	}
+	checkDevMetrics(t, banner)
 
 	// The log is apart from the summary, and reads as text, not JSON.
 	if !strings.Contains(banner, "gatefold's log: "+logFile) {
@@ -205,7 +208,7 @@ func checkDevCurls(t *testing.T, banner string) {
 		t.Log("No curl on this machine to run gatefold dev's curl lines with")
 		return
 	}
-	lines := regexp.MustCompile(`(?m)^  curl (.+)$`).FindAllStringSubmatch(banner, -1)
+	lines := regexp.MustCompile(`(?m)^  curl (.*--resolve .+)$`).FindAllStringSubmatch(banner, -1)
 	if len(lines) != 3 {
 		t.Fatalf("gatefold dev printed %d curl lines, want 3:\n%s", len(lines), banner)
 	}
@@ -219,5 +222,35 @@ func checkDevCurls(t *testing.T, banner string) {
 			continue
 		}
 		t.Logf("curl %s\n  -> %s", l[1], strings.TrimSpace(string(out)))
+	}
+}
+
+// checkDevMetrics checks that gatefold dev says where its metrics are and
+// which to watch, and that the address it prints answers with the samples'
+// listeners.
+func checkDevMetrics(t *testing.T, banner string) {
+	t.Helper()
+	for _, name := range []string{"gatefold_merger_listeners", "gatefold_merger_conflicts_total", "gatefold_merger_gateway_applies_total"} {
+		if !strings.Contains(banner, name) {
+			t.Errorf("gatefold dev does not name the metric %s:\n%s", name, banner)
+		}
+	}
+	line := regexp.MustCompile(`(?m)^  curl -s (http://127\.0\.0\.1:8080/metrics) \| grep \^gatefold_$`).FindStringSubmatch(banner)
+	if line == nil {
+		t.Errorf("gatefold dev prints no curl line for its metrics on 127.0.0.1:8080:\n%s", banner)
+		return
+	}
+	resp, err := http.Get(line[1])
+	if err != nil {
+		t.Fatalf("Getting gatefold dev's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile(`(?m)^gatefold_merger_listeners\{gateway="infra/shared",state="folded"\} [1-9]`)
+	if resp.StatusCode != http.StatusOK || !want.Match(body) {
+		t.Errorf("%s answered %s without a line matching %s:\n%.2000s", line[1], resp.Status, want, body)
 	}
 }
