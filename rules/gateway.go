@@ -95,8 +95,23 @@ func OwnBoard(own []gwv1.Listener) *Board {
 }
 
 // NamespaceAllowed applies the Gateway's spec.allowedListeners.namespaces to
-// namespace ns, whose labels are nsLabels, and says why it is not admitted.
+// namespace ns, whose labels are nsLabels, and when it does not admit ns
+// says what ns's owner can do about it. Only the Gateway's own namespace,
+// whose owner the Gateway is, is told which rule refuses it; any other is
+// told to ask the Gateway's owner, and learns nothing of the rule.
 func NamespaceAllowed(gw *gwv1.Gateway, ns string, nsLabels map[string]string) (bool, string) {
+	allowed, rule := namespaceAllowed(gw, ns, nsLabels)
+	if allowed {
+		return true, ""
+	}
+	if ns != gw.Namespace {
+		return false, "ask the Gateway's owner to allow this namespace in spec.allowedListeners, or choose another Gateway"
+	}
+	return false, fmt.Sprintf("allow this namespace in the Gateway's spec.allowedListeners (%s), or choose another Gateway", rule)
+}
+
+// namespaceAllowed is NamespaceAllowed, saying which rule refuses ns.
+func namespaceAllowed(gw *gwv1.Gateway, ns string, nsLabels map[string]string) (bool, string) {
 	from := gwv1.NamespacesFromNone
 	var selector *metav1.LabelSelector
 	if al := gw.Spec.AllowedListeners; al != nil && al.Namespaces != nil {
@@ -109,17 +124,17 @@ func NamespaceAllowed(gw *gwv1.Gateway, ns string, nsLabels map[string]string) (
 	case gwv1.NamespacesFromAll:
 		return true, ""
 	case gwv1.NamespacesFromSame:
-		return ns == gw.Namespace, "spec.allowedListeners.namespaces.from is Same"
+		return ns == gw.Namespace, "namespaces.from is Same"
 	case gwv1.NamespacesFromSelector:
 		if selector == nil {
-			return false, "spec.allowedListeners.namespaces.from is Selector with no selector"
+			return false, "namespaces.from is Selector with no selector"
 		}
 		s, err := metav1.LabelSelectorAsSelector(selector)
 		if err != nil {
-			return false, fmt.Sprintf("its namespace selector is invalid: %v", err)
+			return false, fmt.Sprintf("namespaces.selector is invalid: %v", err)
 		}
-		return s.Matches(labels.Set(nsLabels)), "the namespace's labels do not match spec.allowedListeners.namespaces.selector"
+		return s.Matches(labels.Set(nsLabels)), "the namespace's labels do not match namespaces.selector"
 	default:
-		return false, "spec.allowedListeners.namespaces.from is None, the default"
+		return false, "namespaces.from is None, the default"
 	}
 }

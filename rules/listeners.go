@@ -130,13 +130,15 @@ type Holder struct {
 	Entry     Entry
 }
 
-// Describe names the holder to a requester in namespace requesterNS: another
-// tenant's fragment is never named.
+// Describe names the holder to a requester in namespace requesterNS, as
+// little as lets it choose another tuple: another tenant's fragment is never
+// named, nor a listener of the Gateway itself, which a requester that may
+// not read the Gateway would otherwise learn of.
 func (h Holder) Describe(requesterNS string) string {
 	kind := cmp.Or(h.Kind, KindListenerFragment)
 	switch {
 	case h.Namespace == "":
-		return fmt.Sprintf("the Gateway's own listener %q (%s)", h.Listener, h.Entry.Protocol)
+		return fmt.Sprintf("a listener of the Gateway itself (%s)", h.Entry.Protocol)
 	case h.Namespace == requesterNS:
 		return fmt.Sprintf("listener %q (%s) of %s %s", h.Listener, h.Entry.Protocol, kind, h.Fragment)
 	}

@@ -10,6 +10,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // DefaultFragment fills in what a fragment leaves out and normalises what the
@@ -18,7 +19,9 @@ import (
 // what a fragment asks for: a hostname that normalises to nothing would
 // match every hostname, and an explicit empty parentRef group or kind names
 // no Gateway, so both are errors, not defaults. Only ASCII letters are
-// lowercased: anything else is left for the API server's schema to reject.
+// lowercased; a hostname with any other letter is an error that names its
+// IDNA form, as is a missing parentRef name: the API server checks its
+// schema only after this webhook, and its messages would quote a pattern.
 // It is idempotent.
 func DefaultFragment(lf *v1alpha1.ListenerFragment) field.ErrorList {
 	var errs field.ErrorList
@@ -37,6 +40,9 @@ func DefaultFragment(lf *v1alpha1.ListenerFragment) field.ErrorList {
 	case *ref.Kind == "":
 		errs = append(errs, field.Invalid(parent.Child("kind"), "", "an empty kind names no Gateway: set kind to Gateway, or leave it out"))
 	}
+	if ref.Name == "" {
+		errs = append(errs, field.Required(parent.Child("name"), "set spec.parentRef.name to the name of the Gateway that should carry these listeners"))
+	}
 	if ref.Namespace == nil || *ref.Namespace == "" {
 		ref.Namespace = ptr.To(gwv1.Namespace(lf.Namespace))
 	}
@@ -49,12 +55,16 @@ func DefaultFragment(lf *v1alpha1.ListenerFragment) field.ErrorList {
 func defaultListener(path *field.Path, l *gwv1.ListenerEntry) field.ErrorList {
 	var errs field.ErrorList
 	if l.Hostname != nil {
-		h := strings.TrimRight(lowerASCII(string(*l.Hostname)), ".")
+		written := string(*l.Hostname)
+		h := strings.TrimRight(lowerASCII(written), ".")
 		if h == "" {
-			errs = append(errs, field.Invalid(path.Child("hostname"), string(*l.Hostname),
+			errs = append(errs, field.Invalid(path.Child("hostname"), written,
 				"without its trailing dots the hostname is empty, and gatefold does not read that as every hostname: set the hostname the listener serves, or leave hostname out to match every hostname"))
 		} else {
 			l.Hostname = ptr.To(gwv1.Hostname(h))
+		}
+		if msg := rules.NonASCIIHostnameProblem(h); msg != "" {
+			errs = append(errs, field.Invalid(path.Child("hostname"), written, msg))
 		}
 	}
 	if (l.Protocol == gwv1.HTTPSProtocolType || l.Protocol == gwv1.TLSProtocolType) && l.TLS != nil && (l.TLS.Mode == nil || *l.TLS.Mode == "") {

@@ -118,15 +118,6 @@ func TestDefaultingPatch(t *testing.T) {
 				return lf
 			}(),
 		},
-		"only ASCII letters are lowercased": {
-			in: fragment("shop", "a", gwv1.ListenerEntry{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("KAFÉ.Example."))}),
-			want: func() *v1alpha1.ListenerFragment {
-				// The Kelvin sign and É stay for the schema to reject.
-				lf := fragment("shop", "a", gwv1.ListenerEntry{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("KafÉ.example")), AllowedRoutes: sameRoutes()})
-				lf.Spec.ParentRef = parent("shop")
-				return lf
-			}(),
-		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -191,12 +182,43 @@ func TestDefaultingNeverWidens(t *testing.T) {
 	}
 }
 
+// TestDefaultingExplainsWhatTheSchemaRejects: the API server checks its
+// schema after the mutating webhook, and would quote a pattern or a length.
+func TestDefaultingExplainsWhatTheSchemaRejects(t *testing.T) {
+	withHost := func(h string) *v1alpha1.ListenerFragment {
+		return fragment("shop", "a", gwv1.ListenerEntry{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname(h))})
+	}
+	noParent := withHost("a.example.com")
+	noParent.Spec.ParentRef = gwv1.ParentGatewayReference{}
+	tests := map[string]struct {
+		in   *v1alpha1.ListenerFragment
+		want string
+	}{
+		"a Unicode hostname is told its IDNA form": {in: withHost("Ünï.Example.com."),
+			want: `spec.listeners[0].hostname: Invalid value: "Ünï.Example.com.": a hostname must be ASCII: write it in its IDNA (punycode) form, "xn--n-nga1b.example.com"`},
+		// Only ASCII letters are lowercased: a Kelvin sign is not taken for a k
+		// silently, only suggested as one.
+		"a Kelvin sign is not lowercased": {in: withHost("\u212aAFÉ.Example."),
+			want: "spec.listeners[0].hostname: Invalid value: \"\u212aAFÉ.Example.\": a hostname must be ASCII: write it in its IDNA (punycode) form, \"xn--kaf-dma.example\""},
+		"a missing parentRef name names the field and the Gateway to point at": {in: noParent,
+			want: `spec.parentRef.name: Required value: set spec.parentRef.name to the name of the Gateway that should carry these listeners`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := admitDenied(t, tc.in); !strings.Contains(got, tc.want) {
+				t.Errorf("Denial %q does not contain %q", got, tc.want)
+			}
+		})
+	}
+}
+
 var fuzzProtocols = []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType, gwv1.TLSProtocolType, gwv1.TCPProtocolType, gwv1.UDPProtocolType}
 
 // FuzzDefaultFragment checks that defaulting is idempotent, never widens a
 // fragment (a hostname either stays a hostname or is an error on that field;
 // an empty parentRef group or kind is an error), lowercases ASCII letters
-// and nothing else, and leaves no trailing dot.
+// and nothing else, leaves no trailing dot, and denies a hostname that is
+// not ASCII.
 func FuzzDefaultFragment(f *testing.F) {
 	f.Add("App.Example.COM.", uint8(1), true, uint8(0))
 	f.Add(".", uint8(0), false, uint8(0))
@@ -232,6 +254,9 @@ func FuzzDefaultFragment(f *testing.F) {
 			t.Fatalf("Defaulting %q stored %q: only ASCII letters may change, and trailing dots go", host, *h)
 		case strings.HasSuffix(string(*h), ".") || strings.ContainsAny(string(*h), "ABCDEFGHIJKLMNOPQRSTUVWXYZ"):
 			t.Fatalf("Defaulting %q stored %q, with an upper-case ASCII letter or a trailing dot", host, *h)
+		}
+		if strings.ContainsFunc(host, func(r rune) bool { return r > 0x7f }) && !hasError(errs, "spec.listeners[0].hostname") {
+			t.Fatalf("Hostname %q is not ASCII and gave no error on it: %v", host, errs)
 		}
 		if len(errs) > 0 {
 			return

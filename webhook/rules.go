@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -91,15 +92,64 @@ func keptListeners(old, lf *v1alpha1.ListenerFragment) []bool {
 }
 
 // CheckAllowedListeners checks that the Gateway's spec.allowedListeners
-// admits the fragment's namespace, whose labels are nsLabels.
+// admits the fragment's namespace, whose labels are nsLabels. The denial
+// says what rules.NamespaceAllowed tells that namespace, never more.
 func CheckAllowedListeners(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, nsLabels map[string]string) field.ErrorList {
 	allowed, why := rules.NamespaceAllowed(gw, lf.Namespace, nsLabels)
 	if allowed {
 		return nil
 	}
 	return field.ErrorList{field.Forbidden(field.NewPath("spec", "parentRef"),
-		fmt.Sprintf("Gateway %s/%s does not allow listeners from namespace %s (%s): ask the Gateway's owner to allow this namespace in spec.allowedListeners, or choose another Gateway",
-			gw.Namespace, gw.Name, lf.Namespace, why))}
+		fmt.Sprintf("Gateway %s/%s does not allow listeners from namespace %s: %s", gw.Namespace, gw.Name, lf.Namespace, why))}
+}
+
+// CheckValues denies what the schema admits and Gateway API does not (see
+// rules.ProtocolProblem, rules.HostnameProblem and
+// rules.CertificateKindProblem). On an update, old is the stored fragment:
+// a value its listener of the same name already had is not checked again,
+// so that a fragment stored before a rule was added stays editable.
+func CheckValues(old, lf *v1alpha1.ListenerFragment) field.ErrorList {
+	var errs field.ErrorList
+	for i, l := range lf.Spec.Listeners {
+		path := listenersPath.Index(i)
+		was := storedListener(old, l.Name)
+		if msg := rules.ProtocolProblem(l.Protocol); msg != "" && (was == nil || was.Protocol != l.Protocol) {
+			errs = append(errs, field.Invalid(path.Child("protocol"), l.Protocol, msg))
+		}
+		if msg := rules.HostnameProblem(entryOf(l).Hostname); msg != "" && (was == nil || entryOf(*was).Hostname != entryOf(l).Hostname) {
+			errs = append(errs, field.Invalid(path.Child("hostname"), *l.Hostname, msg))
+		}
+		if l.TLS == nil {
+			continue
+		}
+		for j, ref := range l.TLS.CertificateRefs {
+			if msg := rules.CertificateKindProblem(ref); msg != "" && !hadKind(was, *ref.Kind) {
+				errs = append(errs, field.Invalid(path.Child("tls", "certificateRefs").Index(j).Child("kind"), *ref.Kind, msg))
+			}
+		}
+	}
+	return errs
+}
+
+// hadKind says whether l, a stored listener (nil for none), references a
+// certificate of that kind.
+func hadKind(l *gwv1.ListenerEntry, kind gwv1.Kind) bool {
+	return l != nil && l.TLS != nil && slices.ContainsFunc(l.TLS.CertificateRefs, func(r gwv1.SecretObjectReference) bool {
+		return r.Kind != nil && *r.Kind == kind
+	})
+}
+
+// storedListener returns old's listener named name, nil when old is nil or
+// has none.
+func storedListener(old *v1alpha1.ListenerFragment, name gwv1.SectionName) *gwv1.ListenerEntry {
+	if old == nil {
+		return nil
+	}
+	i := slices.IndexFunc(old.Spec.Listeners, func(l gwv1.ListenerEntry) bool { return l.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return &old.Spec.Listeners[i]
 }
 
 // CheckCertificateRefs denies certificate references to Secrets in other

@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/fixture"
 )
@@ -26,12 +27,12 @@ func TestCheckAgainstBoard(t *testing.T) {
 		"same port, protocol and hostname as a Gateway listener is a duplicate hostname": {
 			listeners: []gwv1.ListenerEntry{entry("https", 443, gwv1.HTTPSProtocolType, "app.example.com")},
 			taken:     []gwv1.Listener{gwListener("main", 443, gwv1.HTTPSProtocolType, "app.example.com")},
-			wantErr:   `spec.listeners[0].hostname: Duplicate value: "app.example.com": Hostname app.example.com on port 443 (HTTPS) is already taken on Gateway infra/shared by the Gateway's own listener "main" (HTTPS): choose another hostname or port`,
+			wantErr:   `spec.listeners[0].hostname: Duplicate value: "app.example.com": Hostname app.example.com on port 443 (HTTPS) is already taken on Gateway infra/shared by a listener of the Gateway itself (HTTPS): choose another hostname or port`,
 		},
 		"HTTP on an HTTPS port is a protocol conflict, whatever the hostname": {
 			listeners: []gwv1.ListenerEntry{entry("http", 8443, gwv1.HTTPProtocolType, "other.example.com")},
 			taken:     []gwv1.Listener{gwListener("main", 8443, gwv1.HTTPSProtocolType, "app.example.com")},
-			wantErr:   `spec.listeners[0].protocol: Invalid value: "HTTP": Port 8443 on Gateway infra/shared carries the Gateway's own listener "main" (HTTPS), which cannot share a port with HTTP: choose another port`,
+			wantErr:   `spec.listeners[0].protocol: Invalid value: "HTTP": Port 8443 on Gateway infra/shared carries a listener of the Gateway itself (HTTPS), which cannot share a port with HTTP: choose another port`,
 		},
 		"two listeners without hostname on one port conflict": {
 			listeners: []gwv1.ListenerEntry{entry("http", 80, gwv1.HTTPProtocolType, "")},
@@ -45,7 +46,7 @@ func TestCheckAgainstBoard(t *testing.T) {
 		"two TCP listeners on one port conflict": {
 			listeners: []gwv1.ListenerEntry{entry("db", 5432, gwv1.TCPProtocolType, "")},
 			taken:     []gwv1.Listener{gwListener("pg", 5432, gwv1.TCPProtocolType, "")},
-			wantErr:   `spec.listeners[0].port: Duplicate value: 5432: Port 5432 (TCP) is already taken on Gateway infra/shared by the Gateway's own listener "pg" (TCP): choose another port`,
+			wantErr:   `spec.listeners[0].port: Duplicate value: 5432: Port 5432 (TCP) is already taken on Gateway infra/shared by a listener of the Gateway itself (TCP): choose another port`,
 		},
 		"a fragment whose own listeners clash is denied": {
 			listeners: []gwv1.ListenerEntry{entry("db", 8080, gwv1.TCPProtocolType, ""), entry("web", 8080, gwv1.HTTPProtocolType, "app.example.com")},
@@ -83,7 +84,8 @@ func TestCheckAllowedListeners(t *testing.T) {
 	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "shared"},
 		Spec: gwv1.GatewaySpec{AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(gwv1.NamespacesFromSame)}}}}
 	errs := CheckAllowedListeners(fragment("shop", "a", entry("http", 80, gwv1.HTTPProtocolType, "")), gw, nil)
-	want := "spec.parentRef: Forbidden: Gateway infra/shared does not allow listeners from namespace shop (spec.allowedListeners.namespaces.from is Same): ask the Gateway's owner to allow this namespace in spec.allowedListeners, or choose another Gateway"
+	// The rule that refuses shop is not shop's to read.
+	want := "spec.parentRef: Forbidden: Gateway infra/shared does not allow listeners from namespace shop: ask the Gateway's owner to allow this namespace in spec.allowedListeners, or choose another Gateway"
 	if len(errs) != 1 || errs[0].Error() != want {
 		t.Fatalf("Got %v, want %q", errs, want)
 	}
@@ -99,5 +101,67 @@ func TestCheckCertificateRefs(t *testing.T) {
 	want := "spec.listeners[0].tls.certificateRefs[0]: Forbidden: Secret certs/cert is in another namespace and no ReferenceGrant in namespace certs allows ListenerFragments from namespace shop to reference it: create one there (from group gatefold.dev, kind ListenerFragment, namespace shop; to kind Secret), or use a Secret in namespace shop"
 	if len(errs) != 1 || errs[0].Error() != want {
 		t.Fatalf("Got %v, want %q", errs, want)
+	}
+}
+
+func TestCheckValues(t *testing.T) {
+	withKind := func(kind string) gwv1.ListenerEntry {
+		l := entry("https", 443, gwv1.HTTPSProtocolType, "a.example.com")
+		l.TLS = &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert", Kind: ptr.To(gwv1.Kind(kind))}}}
+		return l
+	}
+	tests := map[string]struct {
+		old       []gwv1.ListenerEntry // the stored spec's listeners; none for a create
+		listeners []gwv1.ListenerEntry
+		want      []string
+	}{
+		"core protocols, a hostname and a Secret": {
+			listeners: []gwv1.ListenerEntry{entry("http", 80, gwv1.HTTPProtocolType, "a.example.com"), withKind("Secret")},
+		},
+		"a lower-case core protocol": {
+			listeners: []gwv1.ListenerEntry{entry("http", 80, "http", "a.example.com")},
+			want:      []string{`spec.listeners[0].protocol: Invalid value: "http": not a Gateway API protocol (did you mean HTTP?): use HTTP, HTTPS, TLS, TCP or UDP, or prefix an implementation-specific protocol with a domain, as in example.com/name`},
+		},
+		"a misspelt protocol and an IP hostname": {
+			listeners: []gwv1.ListenerEntry{entry("ok", 80, gwv1.HTTPProtocolType, "a.example.com"), entry("web", 80, "HTPP", "1.2.3.4")},
+			want: []string{
+				`spec.listeners[1].protocol: Invalid value: "HTPP": not a Gateway API protocol (did you mean HTTP?)`,
+				`spec.listeners[1].hostname: Invalid value: "1.2.3.4": a Gateway API hostname may not be an IP address: set the DNS name clients connect to, or leave hostname out to match every hostname`,
+			},
+		},
+		"a lower-case Secret kind": {
+			listeners: []gwv1.ListenerEntry{withKind("secret")},
+			want:      []string{`spec.listeners[0].tls.certificateRefs[0].kind: Invalid value: "secret": kind must be "Secret" (kinds are case-sensitive)`},
+		},
+		"an update keeps what its listener had": {
+			old:       []gwv1.ListenerEntry{entry("web", 80, "http", "1.2.3.4"), withKind("secret")},
+			listeners: []gwv1.ListenerEntry{entry("web", 80, "http", "1.2.3.4"), withKind("secret"), entry("more", 8080, gwv1.HTTPProtocolType, "")},
+		},
+		"an update checks what its listener did not have": {
+			old:       []gwv1.ListenerEntry{entry("web", 80, gwv1.HTTPProtocolType, "a.example.com")},
+			listeners: []gwv1.ListenerEntry{entry("web", 80, "Http", "5.6.7.8"), entry("other", 81, "http", "")},
+			want: []string{
+				`spec.listeners[0].protocol: Invalid value: "Http"`,
+				`spec.listeners[0].hostname: Invalid value: "5.6.7.8"`,
+				`spec.listeners[1].protocol: Invalid value: "http"`,
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var old *v1alpha1.ListenerFragment
+			if tc.old != nil {
+				old = fragment("shop", "a", tc.old...)
+			}
+			errs := CheckValues(old, fragment("shop", "a", tc.listeners...))
+			if len(errs) != len(tc.want) {
+				t.Fatalf("Got errors %v, want %d", errs, len(tc.want))
+			}
+			for i, want := range tc.want {
+				if !strings.HasPrefix(errs[i].Error(), want) {
+					t.Errorf("Error %d is %q, want it to start %q", i, errs[i].Error(), want)
+				}
+			}
+		})
 	}
 }

@@ -90,10 +90,14 @@ func (v *fragmentValidator) nameStored(ctx context.Context, lf *v1alpha1.Listene
 // writing. old is the stored fragment of an update, nil for a create. A
 // fragment of a Gateway that does not exist, or does not admit its
 // namespace, claims nothing; the collector backfills its claims once the
-// Gateway admits it.
+// Gateway admits it. A namespace the Gateway does not admit learns only
+// that: not the Gateway's pool, nor the tuples taken on it.
 func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.ListenerFragment) (admission.Warnings, error) {
 	if !lf.DeletionTimestamp.IsZero() {
 		return nil, nil
+	}
+	if errs := CheckValues(old, lf); len(errs) > 0 {
+		return nil, invalid(lf, errs)
 	}
 	gwKey := rules.ParentOf(lf)
 	var warnings admission.Warnings
@@ -108,18 +112,22 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 	base := rules.NewBoard()
 	if gw == nil {
 		warnings = append(warnings, fmt.Sprintf("Gateway %s does not exist yet: the listeners are claimed and folded once it is created", gwKey))
-	} else if head, sibling := rules.HeadOf(gw); sibling {
-		// Its listeners are the pool's to place: a fragment names the head.
-		return nil, invalid(lf, field.ErrorList{field.Invalid(field.NewPath("spec", "parentRef", "name"), lf.Spec.ParentRef.Name,
-			fmt.Sprintf("Gateway %s is one gatefold created for the pool of Gateway %s: set spec.parentRef.name to %s, and gatefold places the listeners on a Gateway of the pool (status.listeners[].gateway says which)", gwKey, head, head.Name))})
 	} else {
 		labels, _, err := view.namespaceLabels(ctx, lf.Namespace)
 		if err != nil {
 			return nil, v.internal(ctx, lf, err)
 		}
+		// A sibling carries its head's allowedListeners.
 		errs = append(errs, CheckAllowedListeners(lf, gw, labels)...)
-		if base, err = v.storedBoard(ctx, view, gw, lf); err != nil {
-			return nil, v.internal(ctx, lf, err)
+		if head, sibling := rules.HeadOf(gw); sibling && len(errs) == 0 {
+			// Its listeners are the pool's to place: a fragment names the head.
+			return nil, invalid(lf, field.ErrorList{field.Invalid(field.NewPath("spec", "parentRef", "name"), lf.Spec.ParentRef.Name,
+				fmt.Sprintf("Gateway %s is one gatefold created for the pool of Gateway %s: set spec.parentRef.name to %s, and gatefold places the listeners on a Gateway of the pool (status.listeners[].gateway says which)", gwKey, head, head.Name))})
+		}
+		if len(errs) == 0 {
+			if base, err = v.storedBoard(ctx, view, gw, lf); err != nil {
+				return nil, v.internal(ctx, lf, err)
+			}
 		}
 	}
 	grants := map[string][]gwv1.ReferenceGrant{}

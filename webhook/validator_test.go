@@ -168,7 +168,7 @@ func TestUpdateChecksOnlyTheTuplesTheStoredFragmentLacked(t *testing.T) {
 		"another listener's Secret rotated":                {old: stored, lf: rotated},
 		"the shadowed listener renamed, its tuple kept":    {old: stored, lf: renamed},
 		"a tuple another fragment's claim holds, kept":     {old: old, lf: onShared("shop", "old", 1, blogHTTPS, entry("c", 443, gwv1.HTTPSProtocolType, "c2.example.com"))},
-		"a tuple of the Gateway's own listener, new":       {old: stored, lf: onShared("shop", "app", 1, shadowed, b, entry("d", 443, gwv1.HTTPSProtocolType, "other.example.com")), wantErr: `spec.listeners[2].hostname: Duplicate value: "other.example.com": Hostname other.example.com on port 443 (HTTPS) is already taken on Gateway infra/shared by the Gateway's own listener "other" (HTTPS)`},
+		"a tuple of the Gateway's own listener, new":       {old: stored, lf: onShared("shop", "app", 1, shadowed, b, entry("d", 443, gwv1.HTTPSProtocolType, "other.example.com")), wantErr: `spec.listeners[2].hostname: Duplicate value: "other.example.com": Hostname other.example.com on port 443 (HTTPS) is already taken on Gateway infra/shared by a listener of the Gateway itself (HTTPS)`},
 		"a kept tuple still may not clash with a new one":  {old: stored, lf: onShared("shop", "app", 1, entry("tls", 443, gwv1.TLSProtocolType, "b.example.com"), b), wantErr: `spec.listeners[1].hostname: Duplicate value: "b.example.com"`},
 		"a tuple moved to another listener is still kept":  {old: stored, lf: onShared("shop", "app", 1, b, entry("again", 443, gwv1.HTTPSProtocolType, "own.example.com"))},
 		"a tuple another fragment's claim holds, new here": {old: stored, lf: onShared("shop", "app", 1, shadowed, b, entry("e", 443, gwv1.HTTPSProtocolType, "blog.example.com")), wantErr: `spec.listeners[2].hostname: Duplicate value: "blog.example.com"`},
@@ -340,6 +340,49 @@ func TestPoolHeadChecksEveryStoredFragment(t *testing.T) {
 				return
 			}
 			wantErr(t, err, tc.wantErr)
+		})
+	}
+}
+
+// TestNamespaceNotAdmittedLearnsOnlyThat: a namespace the Gateway does not
+// admit is told so and to ask the Gateway's owner; not the Gateway's rule,
+// its listeners, the tuples taken on it, nor the head of its pool.
+func TestNamespaceNotAdmittedLearnsOnlyThat(t *testing.T) {
+	gw := selectorGateway(gwListener("main", 443, gwv1.HTTPSProtocolType, "app.example.com"))
+	sibling := selectorGateway()
+	sibling.Name = rules.SiblingName("shared", 2)
+	sibling.Labels = map[string]string{rules.PoolLabel: rules.PoolLabelValue("shared")}
+	sibling.OwnerReferences = []metav1.OwnerReference{{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: "shared", UID: "shared-uid", Controller: ptr.To(true)}}
+	s := newStore(t, namespace("infra", nil), namespace(claimsNS, nil), namespace("shop", tenant), namespace("outside", map[string]string{"team": "outside"}),
+		gw, sibling, onShared("shop", "app", 1, blogHTTPS))
+	onSibling := onShared("outside", "b", 3, blogHTTPS)
+	onSibling.Spec.ParentRef.Name = gwv1.ObjectName(sibling.Name)
+	tests := map[string]struct {
+		lf   *v1alpha1.ListenerFragment
+		want string
+	}{
+		"the Gateway's own tuple and a stored fragment's": {
+			lf:   onShared("outside", "a", 2, entry("own", 443, gwv1.HTTPSProtocolType, "app.example.com"), blogHTTPS),
+			want: "spec.parentRef: Forbidden: Gateway infra/shared does not allow listeners from namespace outside: ask the Gateway's owner to allow this namespace in spec.allowedListeners, or choose another Gateway",
+		},
+		"a sibling of a pool": {
+			lf:   onSibling,
+			want: "spec.parentRef: Forbidden: Gateway infra/shared-2 does not allow listeners from namespace outside: ask the Gateway's owner to allow this namespace in spec.allowedListeners, or choose another Gateway",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := s.validator().ValidateCreate(context.Background(), tc.lf)
+			wantErr(t, err, tc.want)
+			var status apierrors.APIStatus
+			if !errors.As(err, &status) || len(status.Status().Details.Causes) != 1 {
+				t.Errorf("Denial %v has more than the one cause", err)
+			}
+			for _, leak := range []string{"main", "selector", "tenant", "Duplicate", "taken", "pool"} {
+				if strings.Contains(err.Error(), leak) {
+					t.Errorf("The denial to a namespace the Gateway does not admit says %q: %v", leak, err)
+				}
+			}
 		})
 	}
 }

@@ -389,8 +389,8 @@ func TestDefaultingNeverWidens(t *testing.T) {
 			want: `ListenerFragment.gatefold.dev "root" is invalid: spec.listeners[0].hostname: Invalid value: ".": without its trailing dots the hostname is empty, and gatefold does not read that as every hostname: set the hostname the listener serves, or leave hostname out to match every hostname`},
 		"an empty parentRef group is not the Gateway group": {lf: emptyGroup,
 			want: `spec.parentRef.group: Invalid value: "": an empty group is the core API group, which has no Gateway: set group to gateway.networking.k8s.io, or leave it out`},
-		"a non-ASCII hostname is left for the schema": {lf: newFragment(ns, "kelvin", gw, https("https", "\u212a.example.com")),
-			want: "spec.listeners[0].hostname: Invalid value: \"\u212a.example.com\": spec.listeners[0].hostname in body should match"},
+		"a Kelvin sign is not taken for a k": {lf: newFragment(ns, "kelvin", gw, https("https", "\u212a.example.com")),
+			want: "spec.listeners[0].hostname: Invalid value: \"\u212a.example.com\": a hostname must be ASCII: write it in its IDNA (punycode) form, \"k.example.com\""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

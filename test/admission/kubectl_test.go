@@ -117,7 +117,7 @@ func TestUpdateOfAShadowedFragmentIsAllowed(t *testing.T) {
 	}
 	app.Spec.Listeners = append(app.Spec.Listeners, https("again", "second.example.com"))
 	err := env.Client.Update(context.Background(), app)
-	wantDenied(t, err, `spec.listeners[2].hostname: Duplicate value: "second.example.com"`, `by the Gateway's own listener "second"`)
+	wantDenied(t, err, `spec.listeners[2].hostname: Duplicate value: "second.example.com"`, `by a listener of the Gateway itself (HTTPS)`)
 	if strings.Contains(err.Error(), "spec.listeners[0]") {
 		t.Errorf("The update was denied for the shadowed listener it did not change: %v", err)
 	}

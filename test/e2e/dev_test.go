@@ -132,7 +132,7 @@ func TestDevServesCRDsAndStopsCleanly(t *testing.T) {
 		`(?m)^  shop-checkout-https-3vawcgqvt6og6c36 +8443 +HTTPS +checkout\.example\.com +ListenerFragment shop/checkout$`,
 		`(?m)^  legacy +8443 +HTTPS +legacy\.example\.com +the Gateway$`,
 		`(?m)^  shop/catalog +http +True +Accepted +Folded into Gateway infra/shared`,
-		`(?m)^  shop/legacy +https +False +HostnameConflict +Hostname legacy\.example\.com on port 8443 \(HTTPS\) is already taken on Gateway infra/shared by the Gateway's own listener "legacy"`,
+		`(?m)^  shop/legacy +https +False +HostnameConflict +Hostname legacy\.example\.com on port 8443 \(HTTPS\) is already taken on Gateway infra/shared by a listener of the Gateway itself \(HTTPS\)`,
 	} {
 		if !regexp.MustCompile(want).MatchString(banner) {
 			t.Errorf("gatefold dev output does not match %s:\n%s", want, banner)

@@ -214,8 +214,8 @@ func TestConflictsAreReportedAndResolvedInPrecedence(t *testing.T) {
 		t.Errorf("Conflict message %q does not contain %q", c.Message, want)
 	}
 	st = wantAccepted(t, proto, metav1.ConditionFalse, "ListenersNotValid")
-	if c := listenerCondition(st, "web", "Conflicted"); c == nil || c.Reason != "ProtocolConflict" || !strings.Contains(c.Message, `the Gateway's own listener "db"`) {
-		t.Errorf("Listener web Conflicted = %+v, want ProtocolConflict naming the Gateway's listener db", c)
+	if c := listenerCondition(st, "web", "Conflicted"); c == nil || c.Reason != "ProtocolConflict" || !strings.Contains(c.Message, `a listener of the Gateway itself (TCP)`) {
+		t.Errorf("Listener web Conflicted = %+v, want ProtocolConflict with a listener of the Gateway itself", c)
 	}
 	wantEvent(t, second, "HostnameConflict")
 
