@@ -198,7 +198,7 @@ func TestUpdateLeavesAKeptTupleToTheOlderStoredFragment(t *testing.T) {
 	// Neither holds a claim yet; shop/newer was stored while its namespace
 	// had opted out.
 	newer := onShared("shop", "newer", 3, older, entry("c", 443, gwv1.HTTPSProtocolType, "c.example.com"))
-	s := newStore(t, tenants(gateway("infra", "shared", gwv1.NamespacesFromAll), onShared("blog", "older", 1, older), newer)...)
+	s := newStore(t, tenants(gateway("infra", "shared", gwv1.NamespacesFromAll), foldedOnShared("blog", "older", 1, older), newer)...)
 	changed := newer.DeepCopy()
 	changed.Spec.Listeners[1].Hostname = ptr.To(gwv1.Hostname("c2.example.com"))
 	if _, err := s.validator().ValidateUpdate(context.Background(), newer, changed); err != nil {
