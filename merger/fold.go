@@ -146,7 +146,7 @@ func Fold(in Input) Result {
 		placeable = append(placeable, *lf)
 	}
 	p := newPool(&in, res.Own, fragments, placeable)
-	reserveClaimed(p.board, placeable, in.Claims)
+	rules.ReserveClaimed(p.board, placeable, in.Claims)
 	for i := range placeable {
 		lf := &placeable[i]
 		withheld := withhold(&in, &res, lf)
@@ -170,25 +170,6 @@ func Fold(in Input) Result {
 	res.Listeners = p.rooms[0].listeners
 	res.Siblings = p.siblings()
 	return res
-}
-
-// reserveClaimed reserves on b each listener of a placeable fragment whose
-// tuple that fragment's claim holds.
-func reserveClaimed(b *rules.Board, placeable []v1alpha1.ListenerFragment, claims map[rules.Tuple]types.NamespacedName) {
-	if len(claims) == 0 {
-		return
-	}
-	for i := range placeable {
-		lf := &placeable[i]
-		if rules.KindOf(lf) != rules.KindListenerFragment {
-			continue
-		}
-		for _, l := range lf.Spec.Listeners {
-			if holder, ok := claims[rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()]; ok && holder.Namespace == lf.Namespace && holder.Name == lf.Name {
-				b.Reserve(rules.HolderOf(lf, l))
-			}
-		}
-	}
 }
 
 // Handover is a tuple a fold gave to another source than the one whose

@@ -6,7 +6,10 @@ import (
 	"math"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
 )
 
 // Board is a Gateway's listeners as they are taken, first come first served:
@@ -117,4 +120,24 @@ func conflictOf(e Entry, boards ...*Board) *Conflict {
 // sameSource says whether h and o are listeners of one source.
 func (h Holder) sameSource(o Holder) bool {
 	return cmp.Or(h.Kind, KindListenerFragment) == cmp.Or(o.Kind, KindListenerFragment) && h.Namespace == o.Namespace && h.Fragment == o.Fragment
+}
+
+// ReserveClaimed reserves on b each listener of a source of sources (those
+// the fold places) whose tuple that source's claim holds: claims maps each
+// claimed tuple to the fragment holding it.
+func ReserveClaimed(b *Board, sources []v1alpha1.ListenerFragment, claims map[Tuple]types.NamespacedName) {
+	if len(claims) == 0 {
+		return
+	}
+	for i := range sources {
+		lf := &sources[i]
+		if KindOf(lf) != KindListenerFragment {
+			continue
+		}
+		for _, l := range lf.Spec.Listeners {
+			if holder, ok := claims[EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()]; ok && holder.Namespace == lf.Namespace && holder.Name == lf.Name {
+				b.Reserve(HolderOf(lf, l))
+			}
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"fmt"
 	"strings"
+	"time"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -128,6 +129,9 @@ type Holder struct {
 	Fragment  string
 	Listener  gwv1.SectionName
 	Entry     Entry
+	// ReleasedIn, when set, says the holder no longer wants the tuple and
+	// its claim is released within this time.
+	ReleasedIn time.Duration
 }
 
 // Describe names the holder to a requester in namespace requesterNS, as
@@ -179,6 +183,10 @@ func (c *Conflict) Message(e Entry, gateway, requesterNS string) string {
 		fix := "choose another hostname or port"
 		if !GroupOf(e.Protocol).usesHostname() {
 			fix = "choose another port"
+		}
+		if c.Holder.ReleasedIn > 0 {
+			return fmt.Sprintf("%s is still taken on Gateway %s by %s, which no longer wants it: retry in %v, when its claim is released unless it wants it again",
+				capitalise(e.String()), gateway, holder, c.Holder.ReleasedIn.Round(time.Second))
 		}
 		return fmt.Sprintf("%s is already taken on Gateway %s by %s: %s", capitalise(e.String()), gateway, holder, fix)
 	}

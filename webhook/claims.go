@@ -360,6 +360,14 @@ func (r *claimRequest) against(h *held) (rules.Holder, bool) {
 	return rules.Holder{}, false
 }
 
+// holder is the holder of live claim h as the request's listeners meet it,
+// with when its claim is released if this replica judged it unwanted.
+func (s *ClaimStore) holder(req *claimRequest, h *held) rules.Holder {
+	rh, _ := req.against(h)
+	rh.ReleasedIn = s.sightings().releaseIn(h.lease.Name, h.lease.ResourceVersion)
+	return rh
+}
+
 // claimPlan is what a request writes once its check found nothing to deny.
 type claimPlan struct {
 	req *claimRequest
@@ -387,8 +395,7 @@ func (s *ClaimStore) board(ctx context.Context, v *view, req *claimRequest, clai
 			// The request's own listeners are checked against each other.
 			continue
 		}
-		rh, conflicts := req.against(h)
-		if !conflicts {
+		if _, conflicts := req.against(h); !conflicts {
 			continue
 		}
 		live, err := s.live(ctx, v, h)
@@ -396,7 +403,7 @@ func (s *ClaimStore) board(ctx context.Context, v *view, req *claimRequest, clai
 			return nil, err
 		}
 		if live {
-			b.Take(rh)
+			b.Take(s.holder(req, h))
 		}
 	}
 	return b, nil
@@ -579,8 +586,7 @@ func (s *ClaimStore) take(ctx context.Context, v *view, p *claimPlan, i int) (*w
 			if err != nil {
 				return nil, nil, err
 			}
-			rh, _ := p.req.against(have)
-			return nil, rules.ConflictOf(h.Entry, rh), nil
+			return nil, rules.ConflictOf(h.Entry, s.holder(p.req, have)), nil
 		}
 	}
 	for range 5 {
@@ -627,8 +633,7 @@ func (s *ClaimStore) take(ctx context.Context, v *view, p *claimPlan, i int) (*w
 			return nil, nil, err
 		}
 		if live {
-			rh, _ := p.req.against(have)
-			return nil, rules.ConflictOf(h.Entry, rh), nil
+			return nil, rules.ConflictOf(h.Entry, s.holder(p.req, have)), nil
 		}
 	}
 	return nil, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), c.Name(), fmt.Errorf("the claim kept changing while it was taken: retry"))

@@ -687,7 +687,7 @@ func TestTakeoverWaitsForTheGraceOnThisReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := s.create(onShared("shop", "app", 2, appHTTPS))
-	wantErr(t, err, "is already taken")
+	wantErr(t, err, "is still taken on Gateway infra/shared by a listener (HTTPS) of a ListenerFragment in another namespace, which no longer wants it: retry in 30s")
 	s.clock = s.clock.Add(grace)
 	if _, err := s.create(onShared("shop", "app", 2, appHTTPS)); err != nil {
 		t.Fatalf("After the grace the orphaned claim was not taken over: %v", err)
@@ -761,7 +761,7 @@ func TestAHolderProvablyDoneWithItsClaimFreesItAtOnce(t *testing.T) {
 			tc.leave(t, s, holder)
 			_, err := s.create(onShared("shop", "app", 2, appHTTPS))
 			if !tc.free {
-				wantErr(t, err, "is already taken")
+				wantErr(t, err, "which no longer wants it: retry in 30s")
 				return
 			}
 			if err != nil {

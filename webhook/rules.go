@@ -164,3 +164,21 @@ func CheckCertificateRefs(lf *v1alpha1.ListenerFragment, grants map[string][]gwv
 	}
 	return errs
 }
+
+// checkFits denies a fragment that can never be placed beside the Gateway's
+// own listeners (own of them): it would hold its tuples for nothing. old is
+// the stored fragment of an update, which is checked only when the update
+// adds listeners or moves it, so that a fragment the Gateway's owner
+// crowded out stays editable.
+func checkFits(old, lf *v1alpha1.ListenerFragment, own int, gw *gwv1.Gateway) field.ErrorList {
+	if old != nil && rules.ParentOf(old) == rules.ParentOf(lf) && len(lf.Spec.Listeners) <= len(old.Spec.Listeners) {
+		return nil
+	}
+	msg := rules.NeverFits(rules.KindListenerFragment, len(lf.Spec.Listeners), own, gw.Namespace+"/"+gw.Name, rules.PoolHead(gw))
+	if msg == "" {
+		return nil
+	}
+	err := field.TooMany(listenersPath, len(lf.Spec.Listeners), rules.MaxListeners-own)
+	err.Detail = msg
+	return field.ErrorList{err}
+}

@@ -79,6 +79,18 @@ func (s *sightings) stale(name, version string, wanted bool) bool {
 	return !wanted && now.Sub(si.unwanted) >= s.grace
 }
 
+// releaseIn is how long until claim name, at version, goes stale, when this
+// replica last judged it unwanted; 0 when it judged it wanted or not at all.
+func (s *sightings) releaseIn(name, version string) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	si, ok := s.seen[name]
+	if !ok || si.version != version || si.unwanted.IsZero() {
+		return 0
+	}
+	return max(s.grace-s.now().Sub(si.unwanted), time.Second)
+}
+
 // keepOnly forgets every claim but those in names, after a list of every
 // claim: the others are gone, and one that comes back starts afresh.
 func (s *sightings) keepOnly(names sets.Set[string]) {

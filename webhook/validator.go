@@ -125,9 +125,11 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 				fmt.Sprintf("Gateway %s is one gatefold created for the pool of Gateway %s: set spec.parentRef.name to %s, and gatefold places the listeners on a Gateway of the pool (status.listeners[].gateway says which)", gwKey, head, head.Name))})
 		}
 		if len(errs) == 0 {
-			if base, err = v.storedBoard(ctx, view, gw, lf); err != nil {
+			var own int
+			if base, own, err = v.storedBoard(ctx, view, gw, lf); err != nil {
 				return nil, v.internal(ctx, lf, err)
 			}
+			errs = append(errs, checkFits(old, lf, own, gw)...)
 		}
 	}
 	grants := map[string][]gwv1.ReferenceGrant{}
@@ -162,7 +164,8 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 }
 
 // storedBoard returns a board of what the request is checked against besides
-// claims: the Gateway's own listeners, then, in precedence order, the
+// claims, and how many own listeners the Gateway has: the Gateway's own
+// listeners, the tuples claims reserve, then, in precedence order, the
 // listeners the fold would place (rules.Board.Place) of the Gateway's other
 // stored fragments, and of its ListenerSets where gatefold folds them (not
 // being deleted, of a namespace the Gateway admits). A stored fragment may
@@ -174,17 +177,18 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 // opted-out namespace's), or a ListenerSet's, which is stored whatever it
 // conflicts with as upstream's are, is on no Gateway and blocks no one.
 // Claims stay what makes the decision race-free between fragments.
-func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv1.Gateway, lf *v1alpha1.ListenerFragment) (*rules.Board, error) {
+func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv1.Gateway, lf *v1alpha1.ListenerFragment) (*rules.Board, int, error) {
 	fragments, err := fragmentsOf(ctx, v.cache, gw)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	listenerSets, err := listenerSetsOf(ctx, v.cache, v.listenerSetControllers, gw)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	fragments = append(fragments, listenerSets...)
-	b := rules.OwnBoard(rules.OwnListeners(gw, rules.ManagedListeners(gw), fragments))
+	own := rules.OwnListeners(gw, rules.ManagedListeners(gw), fragments)
+	b := rules.OwnBoard(own)
 	if rules.PoolHead(gw) {
 		// A tuple is taken once per pool, and a pool grows: whatever the
 		// head's room, every stored source the fold places holds its tuples.
@@ -194,8 +198,13 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv
 	if err != nil {
 		// Another tenant's namespace: the requester is not told which.
 		logf.FromContext(ctx).Error(err, "Reading the namespaces of the stored ListenerFragments of a Gateway", "gateway", klog.KObj(gw))
-		return nil, fmt.Errorf("reading the namespaces of the ListenerFragments of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
+		return nil, 0, fmt.Errorf("reading the namespaces of the ListenerFragments of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
 	}
+	claims, err := v.claims.Holders(client.ObjectKeyFromObject(gw))
+	if err != nil {
+		return nil, 0, err
+	}
+	rules.ReserveClaimed(b, placed, claims)
 	rules.SortByPrecedence(placed)
 	grants := map[string][]gwv1.ReferenceGrant{}
 	for _, f := range placed {
@@ -205,11 +214,11 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv
 		if err := v.grantsFor(ctx, &f, grants); err != nil {
 			// Another tenant's certificate namespace: not named.
 			logf.FromContext(ctx).Error(err, "Reading the ReferenceGrants of a stored source", "source", rules.SourceOf(&f).String())
-			return nil, fmt.Errorf("reading the ReferenceGrants of the sources of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
+			return nil, 0, fmt.Errorf("reading the ReferenceGrants of the sources of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
 		}
 		b.Place(&f, grants, klog.KObj(gw).String())
 	}
-	return b, nil
+	return b, len(own), nil
 }
 
 // internal is the error for a request admission could not decide, nil for

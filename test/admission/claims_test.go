@@ -94,7 +94,13 @@ func TestGatewayCreatedAfterItsFragmentsGetsThemClaimed(t *testing.T) {
 		t.Fatal("A fragment of a missing Gateway took a claim")
 	}
 	newGateway(t, ns, gwv1.NamespacesFromSame)
-	// Both were stored; the first in precedence gets the tuple.
+	// Both were stored; the fold gives the tuple to the first in precedence,
+	// and the collector backfills the claim for the listener it placed.
+	time.Sleep(2 * time.Second)
+	if holderOf(claimOf(t, ns, later.Name, l)) != "" {
+		t.Fatal("A claim was backfilled for a listener the fold has not placed")
+	}
+	reportFolded(t, ns, "a-first", later.Name)
 	waitClaim(t, ns, later.Name, l, ns+"/a-first")
 	err := env.Client.Create(context.Background(), newFragment(ns, "c-third", later, l))
 	wantDenied(t, err, `Duplicate value: "early.example.com"`, `by listener "https" (HTTPS) of ListenerFragment a-first`)
@@ -161,9 +167,33 @@ func TestNamespaceOptedBackInHasItsFragmentsClaimed(t *testing.T) {
 	if err := env.Client.Update(context.Background(), n); err != nil {
 		t.Fatal(err)
 	}
+	reportFolded(t, ns, "repaired", gw.Name)
 	waitClaim(t, ns, gw.Name, l, ns+"/repaired")
 	err := env.Client.Create(context.Background(), newFragment(ns, "copy", gw, l))
 	wantDenied(t, err, `Duplicate value: "repaired.example.com"`, `by listener "https" (HTTPS) of ListenerFragment repaired`)
+}
+
+// reportFolded writes the status the merger writes for fragment ns/name
+// when it folds all its listeners into Gateway ns/gw: no merger runs here,
+// and the collector backfills claims only for listeners the fold placed.
+func reportFolded(t *testing.T, ns, name, gw string) {
+	t.Helper()
+	lf := &v1alpha1.ListenerFragment{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lf); err != nil {
+		t.Fatal(err)
+	}
+	lf.Status = v1alpha1.ListenerFragmentStatus{}
+	for _, l := range lf.Spec.Listeners {
+		lf.Status.Listeners = append(lf.Status.Listeners, v1alpha1.ListenerStatus{
+			Name:    l.Name,
+			Gateway: &v1alpha1.GatewayListenerReference{Namespace: gwv1.Namespace(ns), Name: gwv1.ObjectName(gw), ListenerName: v1alpha1.ListenerName(ns, name, l.Name)},
+			Conditions: []metav1.Condition{{Type: string(gwv1.ListenerEntryConditionAccepted), Status: metav1.ConditionTrue, Reason: string(gwv1.ListenerEntryReasonAccepted),
+				ObservedGeneration: lf.Generation, LastTransitionTime: metav1.Now(), Message: "Folded"}},
+		})
+	}
+	if err := env.Client.Status().Update(context.Background(), lf); err != nil {
+		t.Fatalf("Reporting fragment %s/%s folded: %v", ns, name, err)
+	}
 }
 
 // claimedOnSharedGateway creates fragment shop/app taking host on Gateway

@@ -46,6 +46,27 @@ func TestFragmentNamingASiblingIsDenied(t *testing.T) {
 	mustCreate(t, newFragment(shop, "blog", lookalike, https("web", "blog.example.com")))
 }
 
+// TestFragmentThatCanNeverBePlacedIsDenied: a pool head with two own
+// listeners leaves 62 on every Gateway of the pool, so a fragment of 63 can
+// never land: it is denied, and holds no claim a tenant would be denied for.
+func TestFragmentThatCanNeverBePlacedIsDenied(t *testing.T) {
+	infra, shop, blog := newNamespace(t, nil), newNamespace(t, nil), newNamespace(t, nil)
+	head := fixture.Gateway(infra, gwv1.NamespacesFromAll,
+		gwv1.Listener{Name: "http", Port: 8080, Protocol: gwv1.HTTPProtocolType},
+		gwv1.Listener{Name: "admin", Port: 9090, Protocol: gwv1.HTTPProtocolType})
+	head.Annotations = map[string]string{rules.PoolAnnotation: "true"}
+	mustCreate(t, head)
+	waitCached(t, head)
+	var big []gwv1.ListenerEntry
+	for i := range 63 {
+		big = append(big, https(fmt.Sprintf("l%02d", i), fmt.Sprintf("big-%02d.example.com", i)))
+	}
+	err := env.Client.Create(context.Background(), newFragment(shop, "big", head, big...))
+	wantDenied(t, err, fmt.Sprintf(`spec.listeners: Too many: 63: This ListenerFragment needs 63 listeners, and a Gateway of the pool of %s/shared holds at most 62 besides the head's 2 own: split it into ListenerFragments of at most 62`, infra))
+	mustCreate(t, newFragment(blog, "small", head, https("web", "big-00.example.com")))
+	mustCreate(t, newFragment(shop, "fits", head, big[1:]...))
+}
+
 // TestPoolTakesATupleOnce: admission never denies for room, and a pool head
 // keeps every hostname its fragments hold, past its own 64 listeners.
 func TestPoolTakesATupleOnce(t *testing.T) {
