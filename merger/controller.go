@@ -222,7 +222,8 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 		}
 	}
 	if in.Head != nil {
-		return in, setsNotFolded, nil // nothing folds into a sibling
+		// Nothing folds into a sibling; its statuses read the namespaces.
+		return in, setsNotFolded, r.readReferences(ctx, &in)
 	}
 	if in.Gateway != nil {
 		if err := r.readPool(ctx, &in); err != nil {
@@ -245,19 +246,25 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 			return in, mode, err
 		}
 	}
+	return in, mode, r.readReferences(ctx, &in)
+}
+
+// readReferences reads the labels of the sources' namespaces and the
+// ReferenceGrants of the namespaces their certificates are in.
+func (r *Reconciler) readReferences(ctx context.Context, in *Input) error {
 	for _, lf := range in.Fragments {
 		if err := r.readNamespace(ctx, lf.Namespace, in.NamespaceLabels); err != nil {
-			return in, mode, err
+			return err
 		}
 		for i, l := range lf.Spec.Listeners {
 			for _, ref := range rules.ForeignCertificateRefs(lf.Namespace, i, l) {
 				if err := r.readGrants(ctx, ref.Namespace, in.Grants); err != nil {
-					return in, mode, err
+					return err
 				}
 			}
 		}
 	}
-	return in, mode, nil
+	return nil
 }
 
 // readNamespace reads a namespace's labels, metadata only, once per fold.

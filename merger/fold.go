@@ -119,23 +119,21 @@ func Fold(in Input) Result {
 		return res
 	}
 
-	if in.Head != nil {
-		for i := range fragments {
-			lf := &fragments[i]
-			res.Statuses[keyOf(lf)] = notAccepted(lf, v1alpha1.FragmentReasonNotAllowed,
-				fmt.Sprintf("Gateway %s is a Gateway gatefold created for the pool of Gateway %s: set spec.parentRef.name to %s, and gatefold places the listeners on a Gateway of the pool (status.listeners[].gateway says which)",
-					gatewayKey(in.Gateway), in.Head, in.Head.Name))
-		}
-		return res
-	}
-
 	res.Own = rules.OwnListeners(in.Gateway, in.Managed, fragments)
 	var placeable []v1alpha1.ListenerFragment
 	for i := range fragments {
 		lf := &fragments[i]
+		// A sibling carries its head's allowedListeners; a namespace it does
+		// not admit learns nothing of the pool.
 		if allowed, why := rules.NamespaceAllowed(in.Gateway, lf.Namespace, in.NamespaceLabels[lf.Namespace]); !allowed {
 			res.Statuses[keyOf(lf)] = notAccepted(lf, v1alpha1.FragmentReasonNotAllowed,
 				fmt.Sprintf("Gateway %s does not allow listeners from namespace %s: %s", gatewayKey(in.Gateway), lf.Namespace, why))
+			continue
+		}
+		if in.Head != nil {
+			res.Statuses[keyOf(lf)] = notAccepted(lf, v1alpha1.FragmentReasonNotAllowed,
+				fmt.Sprintf("Gateway %s is a Gateway gatefold created for the pool of Gateway %s: set spec.parentRef.name to %s, and gatefold places the listeners on a Gateway of the pool (status.listeners[].gateway says which)",
+					gatewayKey(in.Gateway), in.Head, in.Head.Name))
 			continue
 		}
 		if msg, rejected := in.Rejected[keyOf(lf)]; rejected {
@@ -144,6 +142,10 @@ func Fold(in Input) Result {
 			continue
 		}
 		placeable = append(placeable, *lf)
+	}
+	if in.Head != nil {
+		res.Own = nil
+		return res
 	}
 	p := newPool(&in, res.Own, fragments, placeable)
 	rules.ReserveClaimed(p.board, placeable, in.Claims)
@@ -154,8 +156,8 @@ func Fold(in Input) Result {
 		outcomes := make([]Outcome, len(placements))
 		for j, pl := range placements {
 			outcomes[j] = Outcome{Fragment: keyOf(lf), Listener: lf.Spec.Listeners[j].Name, Reason: pl.Reason, Message: pl.Message}
-			if _, ok := withheld[j]; ok {
-				outcomes[j].Refusal = res.Withdrawn[withdrawalKey(lf, lf.Spec.Listeners[j].Name)].Condition.Type
+			if w, ok := res.Withdrawn[withdrawalKey(lf, lf.Spec.Listeners[j].Name)]; ok && !w.Retrying {
+				outcomes[j].Refusal = w.Condition.Type
 			}
 			if pl.Placed() {
 				l := Listener(lf, lf.Spec.Listeners[j])

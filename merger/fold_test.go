@@ -112,6 +112,15 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 			},
 			want: []string{"infra/f/web: Accepted"},
 		},
+		"values Gateway API disallows, stored past admission, are not folded": {
+			gateway: gateway(gwv1.NamespacesFromAll),
+			fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0,
+				entry("typo", 80, "http", "a.example.com"),
+				entry("ip", 80, gwv1.HTTPProtocolType, "1.2.3.4"),
+				entry("ok", 80, gwv1.HTTPProtocolType, "b.example.com"))},
+			want:     []string{"a/f/typo: UnsupportedProtocol", "a/f/ip: Invalid", "a/f/ok: Accepted"},
+			accepted: map[string]string{"a/f": "True/Accepted"},
+		},
 		"the Gateway's own listener beats a claim": {
 			gateway:   gateway(gwv1.NamespacesFromAll, own("main", 443, gwv1.HTTPSProtocolType, "app.example.com")),
 			fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0, https("web", "app.example.com"))},

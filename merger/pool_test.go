@@ -274,4 +274,14 @@ func TestPoolSiblingIsNoParent(t *testing.T) {
 	if c == nil || c.Reason != string(v1alpha1.FragmentReasonNotAllowed) || !strings.Contains(c.Message, "set spec.parentRef.name to shared") {
 		t.Errorf("Accepted = %+v, want NotAllowed telling to name shared", c)
 	}
+
+	// A namespace the pool does not admit learns nothing of the pool.
+	in.Gateway = sibling(2)
+	same := gwv1.NamespacesFromSame
+	in.Gateway.Spec.AllowedListeners.Namespaces.From = &same
+	r = Fold(in)
+	c = meta.FindStatusCondition(r.Statuses[fragmentKey("shop", "r0000")].Conditions, string(v1alpha1.FragmentConditionAccepted))
+	if c == nil || c.Reason != string(v1alpha1.FragmentReasonNotAllowed) || strings.Contains(c.Message, "pool") || !strings.Contains(c.Message, "does not allow listeners from namespace shop") {
+		t.Errorf("Accepted = %+v, want NotAllowed that names no pool", c)
+	}
 }

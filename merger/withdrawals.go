@@ -85,12 +85,20 @@ func refusedOn(in *Input, l *gwv1.Listener) (*metav1.Condition, *gwv1.Gateway) {
 	return nil, nil
 }
 
-// withhold decides which listeners of lf the fold leaves out because the
-// Gateway implementation refused them, records them in res.Withdrawn, and
+// withhold decides which listeners of lf the fold leaves out: those whose
+// values Gateway API disallows (rules.ListenerProblem), and those the
+// Gateway implementation refused, which it records in res.Withdrawn. It
 // returns them by index as placements.
 func withhold(in *Input, res *Result, lf *v1alpha1.ListenerFragment) map[int]rules.Placement {
 	var out map[int]rules.Placement
 	for i, e := range lf.Spec.Listeners {
+		if reason, msg := rules.ListenerProblem(e); msg != "" {
+			if out == nil {
+				out = map[int]rules.Placement{}
+			}
+			out[i] = rules.Placement{Reason: reason, Message: msg + "; gatefold does not fold it: fix it"}
+			continue
+		}
 		key := withdrawalKey(lf, e.Name)
 		l := Listener(lf, e)
 		w, known := in.Withdrawn[key]

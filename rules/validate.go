@@ -137,3 +137,26 @@ func CertificateKindProblem(ref gwv1.SecretObjectReference) string {
 	}
 	return ""
 }
+
+// ListenerProblem says what is wrong with a listener's values that Gateway
+// API disallows and admission denies, with the listener reason to report:
+// the fold leaves out such a listener stored past admission (a namespace
+// that opted out, or a fragment stored before gatefold checked it).
+func ListenerProblem(l gwv1.ListenerEntry) (gwv1.ListenerEntryConditionReason, string) {
+	if msg := ProtocolProblem(l.Protocol); msg != "" {
+		return gwv1.ListenerEntryConditionReason(gwv1.ListenerReasonUnsupportedProtocol), fmt.Sprintf("Protocol %q is %s", l.Protocol, msg)
+	}
+	if l.Hostname != nil {
+		if msg := HostnameProblem(string(*l.Hostname)); msg != "" {
+			return gwv1.ListenerEntryReasonInvalid, fmt.Sprintf("Hostname %q is invalid: %s", *l.Hostname, msg)
+		}
+	}
+	if l.TLS != nil {
+		for _, ref := range l.TLS.CertificateRefs {
+			if msg := CertificateKindProblem(ref); msg != "" {
+				return gwv1.ListenerEntryConditionReason(gwv1.ListenerReasonInvalidCertificateRef), fmt.Sprintf("certificateRef %s has kind %q: %s", ref.Name, *ref.Kind, msg)
+			}
+		}
+	}
+	return "", ""
+}

@@ -80,11 +80,24 @@ func TestTenantsCannotTakeOrBreakOthersListeners(t *testing.T) {
 		t.Errorf("No claim names tenant-a/victim any more")
 	}
 
-	// One tenant's listener that Traefik refuses is withdrawn and reported
-	// on its own fragment; the shared Gateway stays Accepted.
+	// A protocol typo stored past admission is never folded.
 	typo := fixture.Fragment("optout", "typo", gw, fixture.Entry("http", httpPort, "http", "typo.example.com"))
 	create(t, c, typo)
-	waitWithdrawn(t, c, typo, "http", "UnsupportedProtocol", "")
+	waitFor(t, servedWithin, "fragment optout/typo to report its protocol typo", func() (bool, string) {
+		current := &v1alpha1.ListenerFragment{}
+		get(t, c, client.ObjectKeyFromObject(typo), current)
+		for _, l := range current.Status.Listeners {
+			a := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerConditionAccepted))
+			return a != nil && a.Reason == string(gwv1.ListenerReasonUnsupportedProtocol) && strings.Contains(a.Message, "did you mean HTTP?") && l.Gateway == nil, conditionString(a)
+		}
+		return false, fmt.Sprintf("%+v", current.Status)
+	})
+	// One tenant's listener that Traefik refuses (a port it has no
+	// entryPoint for) is withdrawn and reported on its own fragment; the
+	// shared Gateway stays Accepted.
+	noPort := fixture.Fragment("tenant-a", "noport", gw, fixture.Entry("http", 9, gwv1.HTTPProtocolType, "noport.example.com"))
+	create(t, c, noPort)
+	waitWithdrawn(t, c, noPort, "http", string(gwv1.ListenerReasonPortUnavailable), "")
 	// A certificate in a namespace that grants ListenerFragments but not the
 	// Gateway: gatefold admits it, Traefik cannot read it.
 	ca, err := dataplane.NewAuthority()
