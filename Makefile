@@ -11,10 +11,10 @@ IMG ?= $(shell awk '$$1 == "newName:" {n = $$2} $$1 == "newTag:" {t = $$2} END {
 CONTROLLER_GEN := $(GO) tool controller-gen
 STATICCHECK := $(GO) tool staticcheck
 
-# The real control plane (kube-apiserver, etcd, kubectl) is built from Go
-# modules by test/controlplane. The build is cached outside the clone, keyed by
-# everything that decides its output, so a fresh clone on the same machine
-# reuses it; bin/controlplane links to it.
+# The real control plane (kube-apiserver, kube-controller-manager, etcd,
+# kubectl) is built from Go modules by test/controlplane. The build is cached
+# outside the clone, keyed by everything that decides its output, so a fresh
+# clone on the same machine reuses it; bin/controlplane links to it.
 KUBE_VERSION := v1.37.2
 CP_LDFLAGS := -s -w \
 	$(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
@@ -23,7 +23,7 @@ CP_LDFLAGS := -s -w \
 CP_KEY := $(shell (cat test/controlplane/go.mod test/controlplane/go.sum test/controlplane/etcd/main.go; \
 	echo '$(CP_LDFLAGS)'; $(GO) version) | sha256sum | cut -c1-16)
 CP_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/gatefold/controlplane/$(CP_KEY)
-CP_BINARIES := kube-apiserver etcd kubectl
+CP_BINARIES := kube-apiserver kube-controller-manager etcd kubectl
 
 # Tests and `make dev` find the control plane here; never a stray one from the
 # environment, which could be another version.
@@ -85,12 +85,12 @@ build: ## Build bin/gatefold
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -X main.version=$(VERSION)' -o bin/gatefold ./cmd/gatefold
 
 .PHONY: controlplane
-controlplane: ## Build kube-apiserver, etcd and kubectl v1.37.2 from Go modules (cached)
+controlplane: ## Build kube-apiserver, kube-controller-manager, etcd and kubectl v1.37.2 from Go modules (cached)
 	@if $(foreach b,$(CP_BINARIES),[ -x "$(CP_CACHE)/$(b)" ] &&) true; then :; else \
 		echo "Building the control plane $(KUBE_VERSION) into $(CP_CACHE) (a cold build takes several minutes)"; \
 		rm -rf "$(CP_CACHE).tmp"; \
 		(cd test/controlplane && $(GO) build -trimpath -ldflags '$(CP_LDFLAGS)' -o "$(CP_CACHE).tmp/" \
-			k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl ./etcd); \
+			k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl ./etcd); \
 		rm -rf "$(CP_CACHE)"; mv "$(CP_CACHE).tmp" "$(CP_CACHE)"; \
 	fi
 	@mkdir -p bin && ln -sfn "$(CP_CACHE)" bin/controlplane

@@ -29,8 +29,8 @@ import (
 const devNamespace = "gatefold-system"
 
 func runDev(args []string) error {
-	fs := newFlagSet("dev", "Run a local control plane (kube-apiserver and etcd built by `make controlplane`) with the Gateway API and gatefold CRDs, gatefold's webhooks and merger in this process, and the samples applied, until interrupted")
-	assets := fs.String("control-plane", "", "Folder holding kube-apiserver, etcd and kubectl (default $KUBEBUILDER_ASSETS, then bin/controlplane)")
+	fs := newFlagSet("dev", "Run a local control plane (kube-apiserver, etcd and kube-controller-manager built by `make controlplane`) with the Gateway API and gatefold CRDs, gatefold's webhooks and merger in this process, and the samples applied, until interrupted")
+	assets := fs.String("control-plane", "", "Folder holding kube-apiserver, kube-controller-manager, etcd and kubectl (default $KUBEBUILDER_ASSETS, then bin/controlplane)")
 	kubeconfigOut := fs.String("kubeconfig-out", filepath.Join("bin", "dev", "kubeconfig"), "Where to write the kubeconfig of the control plane")
 	samples := fs.String("samples", "", "Kustomize folder applied once gatefold serves (default config/samples of the repository; \"none\" applies nothing)")
 	traefik := fs.String("traefik", "", "The traefik executable run as the Gateway implementation (default $GATEFOLD_TRAEFIK, then bin/traefik/traefik, which `make traefik` builds); \"none\" runs none")

@@ -1,5 +1,6 @@
-// Package devenv starts gatefold's real control plane: kube-apiserver and
-// etcd built from Go modules by test/controlplane, with the Gateway API
+// Package devenv starts gatefold's real control plane: kube-apiserver, etcd
+// and kube-controller-manager (namespace deletion and garbage collection)
+// built from Go modules by test/controlplane, with the Gateway API
 // standard CRDs read from the gateway-api module on disk and gatefold's own
 // CRDs from config/crd. Integration tests and `gatefold dev` share it; for
 // `gatefold dev` it also applies the samples and prints what the merger made
@@ -10,6 +11,7 @@ package devenv
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -30,8 +32,8 @@ import (
 	"github.com/gatefold/gatefold/api/scheme"
 )
 
-// AssetsEnv is the variable that names the folder holding kube-apiserver, etcd
-// and kubectl, as envtest and setup-envtest use it.
+// AssetsEnv is the variable that names the folder holding the control plane's
+// binaries, as envtest and setup-envtest use it.
 const AssetsEnv = "KUBEBUILDER_ASSETS"
 
 // GatewayAPICRDsEnv names the folder of the Gateway API CRDs to install; unset,
@@ -39,11 +41,12 @@ const AssetsEnv = "KUBEBUILDER_ASSETS"
 const GatewayAPICRDsEnv = "GATEFOLD_GATEWAY_API_CRDS"
 
 // controlPlaneBinaries are the files `make controlplane` builds.
-var controlPlaneBinaries = []string{"kube-apiserver", "etcd", "kubectl"}
+var controlPlaneBinaries = []string{"kube-apiserver", "kube-controller-manager", "etcd", "kubectl"}
 
 // Options says where the control plane's parts are. Empty fields are found.
 type Options struct {
-	// AssetsDir holds kube-apiserver, etcd and kubectl.
+	// AssetsDir holds kube-apiserver, kube-controller-manager, etcd and
+	// kubectl.
 	AssetsDir string
 	// GatewayAPICRDDir holds the Gateway API CRDs.
 	GatewayAPICRDDir string
@@ -100,9 +103,12 @@ type Env struct {
 	Config      *rest.Config
 	Client      client.Client
 	AssetsDir   string
+
+	controllerManager *controllerManager
 }
 
-// Start starts etcd and kube-apiserver and installs the CRDs.
+// Start starts etcd and kube-apiserver, installs the CRDs, and starts
+// kube-controller-manager.
 func Start(opts Options) (*Env, error) {
 	assets, err := FindAssets(opts.AssetsDir)
 	if err != nil {
@@ -154,7 +160,12 @@ func Start(opts Options) (*Env, error) {
 		_ = env.Stop()
 		return nil, fmt.Errorf("creating client: %w", err)
 	}
-	return &Env{Environment: env, Config: cfg, Client: c, AssetsDir: assets}, nil
+	cm, err := startControllerManager(context.Background(), env, assets)
+	if err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	return &Env{Environment: env, Config: cfg, Client: c, AssetsDir: assets, controllerManager: cm}, nil
 }
 
 // webhookOptions renders config/webhook with kubectl's kustomize, so tests
@@ -205,29 +216,41 @@ func (e *Env) WebhookHost() string { return e.Environment.WebhookInstallOptions.
 // WebhookCertDir holds the serving certificate the API server trusts.
 func (e *Env) WebhookCertDir() string { return e.Environment.WebhookInstallOptions.LocalServingCertDir }
 
-// Stop stops kube-apiserver and etcd and removes their data.
+// Stop stops kube-controller-manager, kube-apiserver and etcd and removes
+// their data.
 func (e *Env) Stop() error {
-	if err := e.Environment.Stop(); err != nil {
+	var errs []error
+	if e.controllerManager != nil {
+		errs = append(errs, e.controllerManager.stop())
+	}
+	errs = append(errs, e.Environment.Stop())
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stopping control plane: %w", err)
 	}
 	return nil
 }
 
 // Kubeconfig returns a kubeconfig for a cluster administrator.
-func (e *Env) Kubeconfig() ([]byte, error) {
-	user, err := e.Environment.AddUser(envtest.User{Name: "gatefold-admin", Groups: []string{"system:masters"}}, nil)
+func (e *Env) Kubeconfig() ([]byte, error) { return adminKubeconfig(e.Environment, "gatefold-admin") }
+
+// adminKubeconfig adds user name, in group system:masters, to env's API
+// server and returns its kubeconfig.
+func adminKubeconfig(env *envtest.Environment, name string) ([]byte, error) {
+	user, err := env.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("adding admin user: %w", err)
+		return nil, fmt.Errorf("adding admin user %s: %w", name, err)
 	}
 	kc, err := user.KubeConfig()
 	if err != nil {
-		return nil, fmt.Errorf("writing kubeconfig: %w", err)
+		return nil, fmt.Errorf("writing the kubeconfig of %s: %w", name, err)
 	}
 	return kc, nil
 }
 
 // FindAssets returns the folder holding the control plane binaries: dir when
 // set, else $KUBEBUILDER_ASSETS, else bin/controlplane in the repository.
+// The error names what each folder tried lacks: a bin/controlplane built
+// before kube-controller-manager joined it lacks that alone.
 func FindAssets(dir string) (string, error) {
 	var tried []string
 	candidates := []string{dir, os.Getenv(AssetsEnv)}
@@ -238,22 +261,25 @@ func FindAssets(dir string) (string, error) {
 		if c == "" {
 			continue
 		}
-		if hasBinaries(c) {
+		missing := missingBinaries(c)
+		if len(missing) == 0 {
 			return filepath.Abs(c)
 		}
-		tried = append(tried, c)
+		tried = append(tried, fmt.Sprintf("%s has no %s", c, strings.Join(missing, ", ")))
 	}
-	return "", fmt.Errorf("no kube-apiserver, etcd and kubectl found (tried %s): run `make controlplane`, or set --control-plane or $%s",
-		strings.Join(tried, ", "), AssetsEnv)
+	return "", fmt.Errorf("no control plane (%s) found: %s: run `make controlplane`, or set --control-plane or $%s",
+		strings.Join(controlPlaneBinaries, ", "), strings.Join(tried, "; "), AssetsEnv)
 }
 
-func hasBinaries(dir string) bool {
+// missingBinaries are the control plane binaries dir lacks.
+func missingBinaries(dir string) []string {
+	var missing []string
 	for _, b := range controlPlaneBinaries {
 		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.IsDir() {
-			return false
+			missing = append(missing, b)
 		}
 	}
-	return true
+	return missing
 }
 
 // RepoRoot walks up from the working directory to gatefold's go.mod.

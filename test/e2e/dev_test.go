@@ -161,8 +161,8 @@ func TestDevServesCRDsAndStopsCleanly(t *testing.T) {
 	}
 
 	children := childPIDs(t, cmd.Process.Pid)
-	if len(children) < 2 {
-		t.Errorf("gatefold dev runs %d child processes, want kube-apiserver, etcd and Traefik", len(children))
+	if len(children) < 3 {
+		t.Errorf("gatefold dev runs %d child processes, want kube-apiserver, etcd, kube-controller-manager and Traefik", len(children))
 	}
 
 	kubectl := exec.Command(filepath.Join(assets, "kubectl"), "get", "crd", "-o", "name")
@@ -192,7 +192,7 @@ func TestDevServesCRDsAndStopsCleanly(t *testing.T) {
 	}
 	for _, pid := range children {
 		if _, err := os.Stat("/proc/" + pid); err == nil {
-			t.Errorf("Process %s (kube-apiserver, etcd or Traefik) outlived gatefold dev", pid)
+			t.Errorf("Process %s (kube-apiserver, etcd, kube-controller-manager or Traefik) outlived gatefold dev", pid)
 		}
 	}
 }

@@ -1,5 +1,6 @@
 // Package integration tests gatefold against the real control plane: a
-// kube-apiserver and etcd built from Go modules, with the real Gateway API CRDs.
+// kube-apiserver, etcd and kube-controller-manager built from Go modules, with
+// the real Gateway API CRDs.
 package integration
 
 import (
