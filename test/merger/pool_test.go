@@ -2,7 +2,9 @@ package merger
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -456,5 +458,25 @@ func TestEmptiedSiblingOfAHeadWithoutOwnListenersGoes(t *testing.T) {
 	st := wantAccepted(t, dup, metav1.ConditionTrue, "Accepted")
 	if gw := st.Status.Listeners[0].Gateway; gw == nil || gw.Name != "shared" {
 		t.Errorf("dup landed on %+v, want the head", gw)
+	}
+}
+
+// TestDeletingTheHeadDeletesThePool: the siblings are controlled by their
+// head, so the garbage collector deletes them with it, as in any cluster;
+// every fragment of the pool is then told its Gateway is gone.
+func TestDeletingTheHeadDeletesThePool(t *testing.T) {
+	ns, head, sibling, _ := overflowed(t)
+	if err := env.Client.Delete(ctx, head); err != nil {
+		t.Fatalf("Deleting the head: %v", err)
+	}
+	wantGone(t, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sibling}})
+	if gws := pool(t, head); len(gws) != 0 {
+		t.Errorf("The pool of a deleted head still has Gateways %v", slices.Collect(maps.Keys(gws)))
+	}
+	for _, i := range []int{0, 63} {
+		st := wantAccepted(t, route(ns, head, i), metav1.ConditionFalse, string(v1alpha1.FragmentReasonParentNotAccepted))
+		if len(st.Status.Listeners) != 0 {
+			t.Errorf("%s of a deleted pool still reports listeners %+v", st.Name, st.Status.Listeners)
+		}
 	}
 }

@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/internal/devenv"
+	"github.com/gatefold/gatefold/test/fixture"
+)
+
+// claimGrace is the --claim-grace of TestDeletingANamespaceFreesItsTuples:
+// the shortest gatefold takes, so that a released tuple is seen taken again
+// within the test.
+const claimGrace = 10 * time.Second
+
+// TestDeletingANamespaceFreesItsTuples runs gatefold as installed on a
+// control plane with kube-controller-manager, as a cluster has: a tenant's
+// namespace deleted goes away with its fragment (it does not stay
+// Terminating), the fragment's listener leaves the Gateway, its claims are
+// released, and another tenant's fragment for the same tuple is then
+// admitted and folded.
+func TestDeletingANamespaceFreesItsTuples(t *testing.T) {
+	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t)})
+	c := env.Client
+	startInstalledManager(t, env, kubeconfig, fmt.Sprintf("--claim-grace=%s", claimGrace), "--claim-collect-period=1s")
+	ctx := context.Background()
+	for _, ns := range []string{"infra", "leaving", "arriving"} {
+		create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	}
+	gw := fixture.Gateway("infra", gwv1.NamespacesFromAll)
+	create(t, c, gw)
+	tenantFragment := func(ns string) *v1alpha1.ListenerFragment {
+		lf := fixture.Fragment(ns, "app", gw, fixture.HTTPS("web", "app.example.com"))
+		lf.Spec.ParentRef.Namespace = ptr.To(gwv1.Namespace("infra"))
+		return lf
+	}
+	leaving := tenantFragment("leaving")
+	create(t, c, leaving)
+	folded := waitListenerNames(t, c, leaving, "web")["web"]
+	if held := claimsHeldBy(t, c, "leaving"); len(held) == 0 {
+		t.Fatal("The folded fragment of namespace leaving holds no claim")
+	}
+
+	deleted := time.Now()
+	if err := c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "leaving"}}); err != nil {
+		t.Fatalf("Deleting namespace leaving: %v", err)
+	}
+	waitFor(t, time.Minute, "namespace leaving to be deleted", func() (bool, string) {
+		ns := &corev1.Namespace{}
+		err := c.Get(ctx, client.ObjectKey{Name: "leaving"}, ns)
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v, phase %s, conditions %+v", err, ns.Status.Phase, ns.Status.Conditions)
+	})
+	t.Logf("Namespace leaving was deleted in %s", time.Since(deleted).Round(100*time.Millisecond))
+	waitFor(t, servedWithin, "the deleted namespace's listener to leave the Gateway", func() (bool, string) {
+		current := &gwv1.Gateway{}
+		get(t, c, client.ObjectKeyFromObject(gw), current)
+		var names []gwv1.SectionName
+		for _, l := range current.Spec.Listeners {
+			names = append(names, l.Name)
+		}
+		return !slices.Contains(names, folded), fmt.Sprintf("listeners %v", names)
+	})
+	waitFor(t, claimGrace+20*time.Second, "the deleted namespace's claims to be released", func() (bool, string) {
+		held := claimsHeldBy(t, c, "leaving")
+		return len(held) == 0, fmt.Sprintf("claims %v", held)
+	})
+	t.Logf("Its claims were released %s after the delete", time.Since(deleted).Round(100*time.Millisecond))
+
+	arriving := tenantFragment("arriving")
+	waitFor(t, claimGrace+20*time.Second, "another tenant's fragment for the freed tuple to be admitted", func() (bool, string) {
+		err := c.Create(ctx, arriving)
+		return err == nil, fmt.Sprintf("denied: %v", err)
+	})
+	waitListenerNames(t, c, arriving, "web")
+}
+
+// claimsHeldBy lists the claims in gatefold's namespace that fragments of
+// namespace ns hold.
+func claimsHeldBy(t *testing.T, c client.Client, ns string) []string {
+	t.Helper()
+	leases := &coordinationv1.LeaseList{}
+	if err := c.List(context.Background(), leases, client.InNamespace(installNamespace)); err != nil {
+		t.Fatalf("Listing claims: %v", err)
+	}
+	var held []string
+	for _, l := range leases.Items {
+		if holder := ptr.Deref(l.Spec.HolderIdentity, ""); strings.HasPrefix(holder, ns+"/") {
+			held = append(held, l.Name+" held by "+holder)
+		}
+	}
+	return held
+}
