@@ -15,9 +15,11 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -174,13 +176,7 @@ func TestOverlaysInstall(t *testing.T) {
 		if names := role.Rules[0].ResourceNames; !slices.Equal(names, []string{"gatefold-mutating-webhook-configuration", "gatefold-validating-webhook-configuration"}) {
 			t.Errorf("The webhook configuration rule is not limited to gatefold's: %v", names)
 		}
-		secretRole := &rbacv1.Role{}
-		get(t, c, client.ObjectKey{Namespace: installNamespace, Name: "gatefold-self-signed-role"}, secretRole)
-		for _, r := range secretRole.Rules {
-			if slices.Contains(r.Verbs, "get") && !slices.Equal(r.ResourceNames, []string{"gatefold-webhook-ca"}) {
-				t.Errorf("Secrets can be read beyond the CA Secret: %+v", r)
-			}
-		}
+		checkSecretReads(t, c, d.Spec.Template.Spec.ServiceAccountName)
 	})
 
 	t.Run("make deploy", func(t *testing.T) {
@@ -353,6 +349,40 @@ func checkMetrics(t *testing.T, c client.Client, d *appsv1.Deployment) {
 	get(t, c, client.ObjectKey{Name: "gatefold-metrics-reader"}, reader)
 	if r := reader.Rules; len(r) != 1 || !slices.Equal(r[0].NonResourceURLs, []string{"/metrics"}) || !slices.Equal(r[0].Verbs, []string{"get"}) {
 		t.Errorf("ClusterRole gatefold-metrics-reader rules %+v, want get /metrics only", r)
+	}
+}
+
+// checkSecretReads asks the API server's authorizer what the manager's
+// ServiceAccount, with every binding the overlays installed, may read: the
+// CA Secret, and no other Secret by any verb that reads (get, list, watch),
+// in its namespace, another or all.
+func checkSecretReads(t *testing.T, c client.Client, serviceAccount string) {
+	t.Helper()
+	user := "system:serviceaccount:" + installNamespace + ":" + serviceAccount
+	allowed := func(verb, ns, name string) bool {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               user,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + installNamespace, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Resource: "secrets", Namespace: ns, Name: name},
+		}}
+		if err := c.Create(context.Background(), sar); err != nil {
+			t.Fatalf("Asking whether %s may %s Secrets: %v", user, verb, err)
+		}
+		return sar.Status.Allowed
+	}
+	if !allowed("get", installNamespace, "gatefold-webhook-ca") {
+		t.Errorf("%s may not get Secret %s/gatefold-webhook-ca, its CA", user, installNamespace)
+	}
+	for _, verb := range []string{"get", "list", "watch"} {
+		for _, ns := range []string{installNamespace, "default", metav1.NamespaceAll} {
+			name := ""
+			if verb == "get" {
+				name = "other"
+			}
+			if allowed(verb, ns, name) {
+				t.Errorf("Secrets can be read beyond the CA Secret: %s may %s Secrets %q in namespace %q", user, verb, name, ns)
+			}
+		}
 	}
 }
 
