@@ -14,12 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/rules"
+	"github.com/gatefold/gatefold/test/testenv"
 	"github.com/gatefold/gatefold/webhook"
 )
 
@@ -72,6 +74,19 @@ func waitClaim(t *testing.T, ns, gw string, l gwv1.ListenerEntry, holder string)
 	}
 }
 
+// neverClaimed fails t, saying why, when listener l's claim on Gateway ns/gw
+// is held at any moment of two collection rounds (1s each).
+func neverClaimed(t *testing.T, ns, gw string, l gwv1.ListenerEntry, why string) {
+	t.Helper()
+	name := claimName(ns, gw, l)
+	testenv.Never(t, env, &coordinationv1.LeaseList{}, 2*time.Second, func(ev watch.Event) string {
+		if ev.Type == watch.Deleted {
+			return ""
+		}
+		return fmt.Sprintf("%s: claim %s of %s is held by %q", why, name, *l.Hostname, holderOf(ev.Object.(*coordinationv1.Lease)))
+	}, client.InNamespace(claimsNamespace), client.MatchingFields{"metadata.name": name})
+}
+
 // forgeClaim writes the claim that a create of ns/name with uid would have
 // left for listener l on Gateway ns/gw.
 func forgeClaim(t *testing.T, ns, gw, name string, uid types.UID, l gwv1.ListenerEntry) {
@@ -96,10 +111,7 @@ func TestGatewayCreatedAfterItsFragmentsGetsThemClaimed(t *testing.T) {
 	newGateway(t, ns, gwv1.NamespacesFromSame)
 	// Both were stored; the fold gives the tuple to the first in precedence,
 	// and the collector backfills the claim for the listener it placed.
-	time.Sleep(2 * time.Second)
-	if holderOf(claimOf(t, ns, later.Name, l)) != "" {
-		t.Fatal("A claim was backfilled for a listener the fold has not placed")
-	}
+	neverClaimed(t, ns, later.Name, l, "A claim was backfilled for a listener the fold has not placed")
 	reportFolded(t, ns, "a-first", later.Name)
 	waitClaim(t, ns, later.Name, l, ns+"/a-first")
 	err := env.Client.Create(context.Background(), newFragment(ns, "c-third", later, l))
@@ -154,10 +166,8 @@ func TestNamespaceOptedBackInHasItsFragmentsClaimed(t *testing.T) {
 	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
 	l := https("https", "repaired.example.com")
 	mustCreate(t, newFragment(ns, "repaired", gw, l))
-	time.Sleep(2 * time.Second)
-	if holderOf(claimOf(t, ns, gw.Name, l)) != "" {
-		t.Fatal("A fragment of an opted-out namespace was given a claim")
-	}
+	reportFolded(t, ns, "repaired", gw.Name)
+	neverClaimed(t, ns, gw.Name, l, "A fragment of an opted-out namespace was given a claim")
 
 	n := &corev1.Namespace{}
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: ns}, n); err != nil {
@@ -167,7 +177,6 @@ func TestNamespaceOptedBackInHasItsFragmentsClaimed(t *testing.T) {
 	if err := env.Client.Update(context.Background(), n); err != nil {
 		t.Fatal(err)
 	}
-	reportFolded(t, ns, "repaired", gw.Name)
 	waitClaim(t, ns, gw.Name, l, ns+"/repaired")
 	err := env.Client.Create(context.Background(), newFragment(ns, "copy", gw, l))
 	wantDenied(t, err, `Duplicate value: "repaired.example.com"`, `by listener "https" (HTTPS) of ListenerFragment repaired`)
