@@ -253,24 +253,47 @@ func TestMissingGatewayIsAllowedWithWarning(t *testing.T) {
 	}
 }
 
+// TestDefaultsAreStored shows, through the API server, the defaults only
+// the mutating webhook sets: the CRD schema defaults the parentRef's group
+// and kind, tls.mode and allowedRoutes itself, and rejects a hostname with
+// capitals or a trailing dot.
 func TestDefaultsAreStored(t *testing.T) {
 	ns := newNamespace(t, nil)
 	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
-	lf := newFragment(ns, "mixed-case", gw, https("https", "App.Example.COM."))
-	lf.Spec.ParentRef.Namespace = nil
-	mustCreate(t, lf)
-	got := &v1alpha1.ListenerFragment{}
-	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(lf), got); err != nil {
-		t.Fatal(err)
+	noParentNamespace := newFragment(ns, "no-parent-namespace", gw, https("https", "parent.example.com"))
+	noParentNamespace.Spec.ParentRef.Namespace = nil
+	tests := map[string]struct {
+		lf     *v1alpha1.ListenerFragment
+		field  string
+		stored func(*v1alpha1.ListenerFragment) string
+		want   string
+	}{
+		"a hostname is lowercased and loses its trailing dot": {
+			lf:    newFragment(ns, "mixed-case", gw, https("https", "App.Example.COM.")),
+			field: "spec.listeners[0].hostname",
+			stored: func(lf *v1alpha1.ListenerFragment) string {
+				return string(ptr.Deref(lf.Spec.Listeners[0].Hostname, ""))
+			},
+			want: "app.example.com",
+		},
+		"parentRef.namespace is the fragment's own": {
+			lf:     noParentNamespace,
+			field:  "spec.parentRef.namespace",
+			stored: func(lf *v1alpha1.ListenerFragment) string { return string(ptr.Deref(lf.Spec.ParentRef.Namespace, "")) },
+			want:   ns,
+		},
 	}
-	if h := got.Spec.Listeners[0].Hostname; h == nil || *h != "app.example.com" {
-		t.Errorf("Stored hostname = %v, want app.example.com", h)
-	}
-	if ns2 := got.Spec.ParentRef.Namespace; ns2 == nil || string(*ns2) != ns {
-		t.Errorf("Stored parentRef.namespace = %v, want %s", ns2, ns)
-	}
-	if m := got.Spec.Listeners[0].TLS.Mode; m == nil || *m != gwv1.TLSModeTerminate {
-		t.Errorf("Stored tls.mode = %v, want Terminate", m)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			mustCreate(t, tc.lf)
+			got := &v1alpha1.ListenerFragment{}
+			if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(tc.lf), got); err != nil {
+				t.Fatal(err)
+			}
+			if v := tc.stored(got); v != tc.want {
+				t.Errorf("Stored %s = %q, want %q", tc.field, v, tc.want)
+			}
+		})
 	}
 }
 
