@@ -2,8 +2,8 @@
 // ListenerSet (sigs.k8s.io/gateway-api/conformance v1.6.3, unmodified)
 // against gatefold, as installed, on the real control plane.
 //
-// The control plane has no kube-controller-manager, no kubelet and no
-// Gateway implementation, so the test runs small stubs in its own process
+// The control plane has no Deployment or ReplicaSet controller, no kubelet
+// and no Gateway implementation, so the test runs small stubs in its own process
 // for what the suite needs from them: a GatewayClass whose Gateways an
 // implementation accepts and programs (status only, on loopback, serving
 // nothing), and Ready Pods for the suite's backend Deployments. gatefold
