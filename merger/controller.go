@@ -48,7 +48,7 @@ type Reconciler struct {
 	PoolGrace time.Duration
 	// Claims returns the holders of admission's claims on a Gateway's
 	// tuples (Options.Claims); nil when no webhook runs beside the merger.
-	Claims func(gateway types.NamespacedName) (map[rules.Tuple]types.NamespacedName, error)
+	Claims func(ctx context.Context, gateway types.NamespacedName) (map[rules.Tuple]types.NamespacedName, error)
 
 	leftAlone announced
 	pools     poolMemo
@@ -230,7 +230,7 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 			return in, setsNotFolded, err
 		}
 		if r.Claims != nil {
-			claims, err := r.Claims(key)
+			claims, err := r.Claims(ctx, key)
 			if err != nil {
 				return in, setsNotFolded, fmt.Errorf("reading the claims on Gateway %s: %w", key, err)
 			}

@@ -149,9 +149,16 @@ func Fold(in Input) Result {
 	}
 	p := newPool(&in, res.Own, fragments, placeable)
 	rules.ReserveClaimed(p.board, placeable, in.Claims)
+	generated := generatedNames(fragments)
 	for i := range placeable {
 		lf := &placeable[i]
-		withheld := withhold(&in, &res, lf)
+		withheld := withhold(&in, &res, lf, generated)
+		for j := range withheld {
+			if w, ok := res.Withdrawn[withdrawalKey(lf, lf.Spec.Listeners[j].Name)]; ok && !w.Retrying {
+				// A withdrawn listener keeps its tuple while it waits.
+				p.board.Reserve(rules.HolderOf(lf, lf.Spec.Listeners[j]))
+			}
+		}
 		placements, r := p.place(lf, in.Grants, withheld)
 		outcomes := make([]Outcome, len(placements))
 		for j, pl := range placements {
@@ -182,18 +189,20 @@ type Handover struct {
 }
 
 // Handovers returns the tuples res gives to another source than the one
-// whose listener the Gateways of in carry for them, where that source is
-// still one of in's: what an operator wants to hear of, since a listener
-// was taken from a live source.
+// whose listener the Gateways of in carry for them, where that source still
+// wants the tuple: what an operator wants to hear of, since a listener was
+// taken from a live source.
 func Handovers(in *Input, res Result) []Handover {
 	if in.Gateway == nil {
 		return nil
 	}
 	bySource := map[gwv1.SectionName]rules.Source{}
+	wanted := sets.New[Handover]()
 	for i := range in.Fragments {
 		lf := &in.Fragments[i]
 		for _, l := range lf.Spec.Listeners {
 			bySource[rules.GatewayListenerName(lf, l.Name)] = keyOf(lf)
+			wanted.Insert(Handover{Tuple: rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple(), From: keyOf(lf)})
 		}
 	}
 	carried := map[rules.Tuple]rules.Source{}
@@ -217,7 +226,8 @@ func Handovers(in *Input, res Result) []Handover {
 		}
 		l := o.GatewayListener
 		t := rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()
-		if from, ok := carried[t]; ok && from != o.Fragment {
+		// A source that gave the tuple up itself lost nothing.
+		if from, ok := carried[t]; ok && from != o.Fragment && wanted.Has(Handover{Tuple: t, From: from}) {
 			out = append(out, Handover{Tuple: t, From: from, To: o.Fragment})
 		}
 	}

@@ -101,6 +101,18 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 			},
 			want: []string{"b/old/tcp: ProtocolConflict", "a/holder/http: Accepted"},
 		},
+		"of two claims that cannot share a port, the first in precedence keeps it": {
+			gateway: gateway(gwv1.NamespacesFromAll),
+			fragments: []v1alpha1.ListenerFragment{
+				fragment("b", "x", 0, entry("tcp", 8000, gwv1.TCPProtocolType, "")),
+				fragment("a", "y", 5, entry("http", 8000, gwv1.HTTPProtocolType, "y.example.com")),
+			},
+			claims: map[rules.Tuple]types.NamespacedName{
+				rules.EntryOf(8000, gwv1.TCPProtocolType, nil).Tuple():                                     {Namespace: "b", Name: "x"},
+				rules.EntryOf(8000, gwv1.HTTPProtocolType, ptr.To(gwv1.Hostname("y.example.com"))).Tuple(): {Namespace: "a", Name: "y"},
+			},
+			want: []string{"b/x/tcp: Accepted", "a/y/http: ProtocolConflict"},
+		},
 		"a claim whose holder the Gateway does not admit reserves nothing": {
 			gateway: gateway(gwv1.NamespacesFromSame),
 			fragments: []v1alpha1.ListenerFragment{
@@ -322,7 +334,7 @@ func TestFoldStatusMirrorsGateway(t *testing.T) {
 			AttachedRoutes: 2,
 			Conditions: []metav1.Condition{
 				{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: observed, LastTransitionTime: metav1.NewTime(epoch)},
-				{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs", ObservedGeneration: observed, Message: "Resolved"},
+				{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "InvalidCertificateRef", ObservedGeneration: observed, Message: "Secret shop/app-cert not found"},
 				{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: observed},
 			},
 		}}
@@ -333,7 +345,7 @@ func TestFoldStatusMirrorsGateway(t *testing.T) {
 		Name: "web", Gateway: &v1alpha1.GatewayListenerReference{Namespace: "infra", Name: "shared", ListenerName: name}, AttachedRoutes: 2,
 		Conditions: []metav1.Condition{accepted, noConflicts,
 			{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: 3},
-			{Type: "ResolvedRefs", Status: metav1.ConditionTrue, Reason: "ResolvedRefs", ObservedGeneration: 3, Message: "Resolved"},
+			{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "InvalidCertificateRef", ObservedGeneration: 3, Message: "Secret shop/app-cert not found"},
 		},
 	}
 	pending := v1alpha1.ListenerStatus{
@@ -341,6 +353,8 @@ func TestFoldStatusMirrorsGateway(t *testing.T) {
 		Conditions: []metav1.Condition{accepted, noConflicts,
 			{Type: "Programmed", Status: metav1.ConditionUnknown, Reason: "Pending", ObservedGeneration: 3, Message: "Waiting for the Gateway implementation"}},
 	}
+	refusalOnly := *pending.DeepCopy()
+	refusalOnly.Conditions = append(refusalOnly.Conditions, mirrored.Conditions[3])
 	changed := folded.DeepCopy()
 	changed.Port = 8443
 	tests := map[string]struct {
@@ -352,6 +366,7 @@ func TestFoldStatusMirrorsGateway(t *testing.T) {
 		"the implementation reports the generation that carries the listener": {spec: []gwv1.Listener{folded}, since: 6, observed: 7, want: mirrored},
 		"the implementation reports the first generation that carried it":     {spec: []gwv1.Listener{folded}, since: 6, observed: 6, want: mirrored},
 		"the report predates the listener":                                    {spec: []gwv1.Listener{folded}, since: 7, observed: 6, want: pending},
+		"a report without observedGeneration: only its refusal counts":        {spec: []gwv1.Listener{folded}, since: 7, observed: 0, want: refusalOnly},
 		"the Gateway does not carry the listener yet":                         {since: 7, observed: 7, want: pending},
 		"the Gateway carries an older listener of that name":                  {spec: []gwv1.Listener{*changed}, since: 7, observed: 7, want: pending},
 	}
@@ -375,17 +390,28 @@ func TestFoldWithdrawsListenersTheImplementationRefuses(t *testing.T) {
 	web, api := Listener(&lf, lf.Spec.Listeners[0]), Listener(&lf, lf.Spec.Listeners[1])
 	key := withdrawalKey(&lf, "web")
 	withdrawnMsg := "The implementation of Gateway infra/shared refused it (UnsupportedProtocol: Unsupported listener protocol), so gatefold withdrew it"
-	// Traefik writes UnsupportedProtocol without observedGeneration.
+	unsupported := metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol", Message: withdrawnMsg}
+	// Traefik writes UnsupportedProtocol and DuplicateListener without
+	// observedGeneration.
 	refusal := gwv1.ListenerStatus{Name: web.Name, Conditions: []metav1.Condition{
 		{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "UnsupportedProtocol", Message: "Unsupported listener protocol"},
+	}}
+	duplicate := gwv1.ListenerStatus{Name: web.Name, Conditions: []metav1.Condition{
+		{Type: "Conflicted", Status: metav1.ConditionTrue, Reason: "DuplicateListener", Message: "A listener with same protocol, port and hostname already exists"},
 	}}
 	programmed := gwv1.ListenerStatus{Name: api.Name, Conditions: []metav1.Condition{
 		{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: 4},
 		{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: 4},
 	}}
+	ownRefused := gwv1.ListenerStatus{Name: "own", Conditions: []metav1.Condition{
+		{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "PortUnavailable", ObservedGeneration: 4},
+	}}
+	notAccepted := []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "ListenersNotValid", ObservedGeneration: 4}}
 	tests := map[string]struct {
-		carried   []gwv1.Listener
-		reported  []gwv1.ListenerStatus
+		carried  []gwv1.Listener
+		reported []gwv1.ListenerStatus
+		// gateway are the implementation's conditions of the Gateway.
+		gateway   []metav1.Condition
 		withdrawn map[WithdrawalKey]Withdrawal
 		// status is the fragment's stored status, a new leader's only memory.
 		status     *v1alpha1.ListenerFragmentStatus
@@ -393,37 +419,71 @@ func TestFoldWithdrawsListenersTheImplementationRefuses(t *testing.T) {
 		wantFolded []gwv1.SectionName
 		wantMemo   *Withdrawal
 	}{
-		"a carried listener the implementation refuses is withdrawn at once": {
+		"a carried listener refused with the Gateway not accepted is withdrawn at once": {
+			carried: []gwv1.Listener{web, api}, reported: []gwv1.ListenerStatus{refusal, programmed}, gateway: notAccepted,
+			wantWeb: "UnsupportedProtocol/Withdrawn", wantFolded: []gwv1.SectionName{"own", api.Name},
+			wantMemo: &Withdrawal{Since: epoch, Condition: unsupported, Attempts: 1},
+		},
+		"a refusal as Conflicted=True is withdrawn too": {
+			carried: []gwv1.Listener{web, api}, reported: []gwv1.ListenerStatus{duplicate, programmed}, gateway: notAccepted,
+			wantWeb: "DuplicateListener/Withdrawn", wantFolded: []gwv1.SectionName{"own", api.Name},
+			wantMemo: &Withdrawal{Since: epoch, Condition: metav1.Condition{Type: "Conflicted", Reason: "DuplicateListener"}, Attempts: 1},
+		},
+		"a Gateway the implementation keeps accepted keeps the listener, its verdict mirrored": {
 			carried: []gwv1.Listener{web, api}, reported: []gwv1.ListenerStatus{refusal, programmed},
-			wantWeb: "UnsupportedProtocol/Withdrawn", wantFolded: []gwv1.SectionName{api.Name},
-			wantMemo: &Withdrawal{Since: epoch, Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}},
+			wantWeb: "UnsupportedProtocol/Pending", wantFolded: []gwv1.SectionName{"own", web.Name, api.Name},
+		},
+		"a Gateway not accepted for its own listener's sake withdraws no tenant's": {
+			carried: []gwv1.Listener{web, api}, reported: []gwv1.ListenerStatus{refusal, programmed, ownRefused}, gateway: notAccepted,
+			wantWeb: "UnsupportedProtocol/Pending", wantFolded: []gwv1.SectionName{"own", web.Name, api.Name},
+		},
+		"a Gateway refused as a whole withdraws no tenant's": {
+			carried: []gwv1.Listener{web, api}, reported: []gwv1.ListenerStatus{refusal, {Name: api.Name, Conditions: refusal.Conditions}}, gateway: notAccepted,
+			wantWeb: "UnsupportedProtocol/Pending", wantFolded: []gwv1.SectionName{"own", web.Name, api.Name},
 		},
 		"a withdrawn listener stays out until the retry is due": {
 			carried:   []gwv1.Listener{api},
-			withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch.Add(-WithdrawRetry / 2), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol", Message: withdrawnMsg}}},
-			wantWeb:   "UnsupportedProtocol/Withdrawn", wantFolded: []gwv1.SectionName{api.Name},
-			wantMemo: &Withdrawal{Since: epoch.Add(-WithdrawRetry / 2), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}},
+			withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch.Add(-WithdrawRetry / 2), Condition: unsupported, Attempts: 1}},
+			wantWeb:   "UnsupportedProtocol/Withdrawn", wantFolded: []gwv1.SectionName{"own", api.Name},
+			wantMemo: &Withdrawal{Since: epoch.Add(-WithdrawRetry / 2), Condition: unsupported, Attempts: 1},
+		},
+		"a second refusal in a row waits twice as long": {
+			carried:   []gwv1.Listener{api},
+			withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch.Add(-WithdrawRetry), Condition: unsupported, Attempts: 2}},
+			wantWeb:   "UnsupportedProtocol/Withdrawn", wantFolded: []gwv1.SectionName{"own", api.Name},
+			wantMemo: &Withdrawal{Since: epoch.Add(-WithdrawRetry), Condition: unsupported, Attempts: 2},
 		},
 		"a due retry folds it again": {
 			carried:   []gwv1.Listener{api},
-			withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch.Add(-WithdrawRetry), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol", Message: withdrawnMsg}}},
-			wantWeb:   "Accepted/Pending", wantFolded: []gwv1.SectionName{web.Name, api.Name},
-			wantMemo: &Withdrawal{Since: epoch.Add(-WithdrawRetry), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}, Retrying: true},
+			withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch.Add(-WithdrawRetry), Condition: unsupported, Attempts: 1}},
+			wantWeb:   "Accepted/Pending", wantFolded: []gwv1.SectionName{"own", web.Name, api.Name},
+			wantMemo: &Withdrawal{Since: epoch.Add(-WithdrawRetry), Condition: unsupported, Attempts: 1, Retrying: true},
 		},
-		"a retried listener refused again is withdrawn anew": {
-			carried: []gwv1.Listener{web, api}, reported: []gwv1.ListenerStatus{refusal, programmed},
-			withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch.Add(-WithdrawRetry), Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}, Retrying: true}},
-			wantWeb:   "UnsupportedProtocol/Withdrawn", wantFolded: []gwv1.SectionName{api.Name},
-			wantMemo: &Withdrawal{Since: epoch, Condition: metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol"}},
+		"a retried listener refused again is withdrawn anew, for twice as long": {
+			carried: []gwv1.Listener{web, api}, reported: []gwv1.ListenerStatus{refusal, programmed}, gateway: notAccepted,
+			withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch.Add(-WithdrawRetry), Condition: unsupported, Attempts: 1, Retrying: true}},
+			wantWeb:   "UnsupportedProtocol/Withdrawn", wantFolded: []gwv1.SectionName{"own", api.Name},
+			wantMemo: &Withdrawal{Since: epoch, Condition: unsupported, Attempts: 2},
 		},
 		"a new leader keeps what the status says was withdrawn": {
 			carried: []gwv1.Listener{api},
 			status: &v1alpha1.ListenerFragmentStatus{Listeners: []v1alpha1.ListenerStatus{{Name: "web", Conditions: []metav1.Condition{
 				{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "UnsupportedProtocol", ObservedGeneration: 2, Message: withdrawnMsg},
+				{Type: "Conflicted", Status: metav1.ConditionFalse, Reason: "NoConflicts", ObservedGeneration: 2},
 				{Type: "Programmed", Status: metav1.ConditionFalse, Reason: "Withdrawn", ObservedGeneration: 2},
 			}}}},
-			wantWeb: "UnsupportedProtocol/Withdrawn", wantFolded: []gwv1.SectionName{api.Name},
-			wantMemo: &Withdrawal{Since: epoch, Condition: metav1.Condition{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "UnsupportedProtocol", ObservedGeneration: 2}},
+			wantWeb: "UnsupportedProtocol/Withdrawn", wantFolded: []gwv1.SectionName{"own", api.Name},
+			wantMemo: &Withdrawal{Since: epoch, Condition: unsupported, Attempts: 1},
+		},
+		"a new leader keeps a Conflicted withdrawal as Conflicted": {
+			carried: []gwv1.Listener{api},
+			status: &v1alpha1.ListenerFragmentStatus{Listeners: []v1alpha1.ListenerStatus{{Name: "web", Conditions: []metav1.Condition{
+				{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "DuplicateListener", ObservedGeneration: 2, Message: "refused it (DuplicateListener: ...), so gatefold withdrew it"},
+				{Type: "Conflicted", Status: metav1.ConditionTrue, Reason: "DuplicateListener", ObservedGeneration: 2},
+				{Type: "Programmed", Status: metav1.ConditionFalse, Reason: "Withdrawn", ObservedGeneration: 2},
+			}}}},
+			wantWeb: "DuplicateListener/Withdrawn", wantFolded: []gwv1.SectionName{"own", api.Name},
+			wantMemo: &Withdrawal{Since: epoch, Condition: metav1.Condition{Type: "Conflicted", Reason: "DuplicateListener"}, Attempts: 1},
 		},
 		"a withdrawal of an earlier generation is forgotten: the spec changed": {
 			carried: []gwv1.Listener{api},
@@ -431,24 +491,25 @@ func TestFoldWithdrawsListenersTheImplementationRefuses(t *testing.T) {
 				{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "UnsupportedProtocol", ObservedGeneration: 1},
 				{Type: "Programmed", Status: metav1.ConditionFalse, Reason: "Withdrawn", ObservedGeneration: 1},
 			}}}},
-			wantWeb: "Accepted/Pending", wantFolded: []gwv1.SectionName{web.Name, api.Name},
+			wantWeb: "Accepted/Pending", wantFolded: []gwv1.SectionName{"own", web.Name, api.Name},
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			gw := gateway(gwv1.NamespacesFromAll, tc.carried...)
+			gw := gateway(gwv1.NamespacesFromAll, append([]gwv1.Listener{own("own", 9000, gwv1.HTTPProtocolType, "")}, tc.carried...)...)
 			gw.Generation = 4
-			gw.Status.Listeners = tc.reported
+			gw.Status.Listeners, gw.Status.Conditions = tc.reported, tc.gateway
 			lf := *lf.DeepCopy()
 			if tc.status != nil {
 				lf.Status = *tc.status
 			}
+			shared := types.NamespacedName{Namespace: "infra", Name: "shared"}
 			m := &withdrawalMemo{}
-			m.remember(types.NamespacedName{Namespace: "infra", Name: "shared"}, tc.withdrawn)
+			m.remember(shared, tc.withdrawn)
 			in := Input{Gateway: gw, Fragments: []v1alpha1.ListenerFragment{lf}, Managed: sets.New(web.Name, api.Name),
-				Withdrawn: m.recall(types.NamespacedName{Namespace: "infra", Name: "shared"}, []v1alpha1.ListenerFragment{lf}, epoch), Now: epoch}
+				Withdrawn: m.recall(shared, []v1alpha1.ListenerFragment{lf}, epoch), Now: epoch}
 			res := Fold(in)
-			var names []gwv1.SectionName
+			names := []gwv1.SectionName{"own"}
 			for _, l := range res.Listeners {
 				names = append(names, l.Name)
 			}
@@ -460,17 +521,33 @@ func TestFoldWithdrawsListenersTheImplementationRefuses(t *testing.T) {
 			if got := a.Reason + "/" + p.Reason; got != tc.wantWeb {
 				t.Errorf("Listener web Accepted/Programmed reasons = %s, want %s (%s)", got, tc.wantWeb, a.Message)
 			}
-			if tc.wantWeb == "UnsupportedProtocol/Withdrawn" && (!strings.Contains(a.Message, "refused it (UnsupportedProtocol") || !strings.Contains(a.Message, "withdrew it")) {
+			if strings.HasSuffix(tc.wantWeb, "/Withdrawn") && (!strings.Contains(a.Message, "refused it (") || !strings.Contains(a.Message, "withdrew it")) {
 				t.Errorf("Listener web Accepted message = %q, want the implementation's refusal and the withdrawal", a.Message)
+			}
+			if c := listenerCondition(st, "web", "Conflicted"); strings.HasPrefix(tc.wantWeb, "DuplicateListener/") && c.Status != metav1.ConditionTrue {
+				t.Errorf("Listener web Conflicted = %+v, want True as the implementation said", c)
 			}
 			got, ok := res.Withdrawn[key]
 			switch {
 			case tc.wantMemo == nil && ok:
 				t.Errorf("Withdrawn = %+v, want none", got)
-			case tc.wantMemo != nil && (!ok || !got.Since.Equal(tc.wantMemo.Since) || got.Retrying != tc.wantMemo.Retrying || got.Condition.Reason != tc.wantMemo.Condition.Reason || got.Condition.Type != tc.wantMemo.Condition.Type):
+			case tc.wantMemo != nil && (!ok || !got.Since.Equal(tc.wantMemo.Since) || got.Retrying != tc.wantMemo.Retrying || got.Attempts != tc.wantMemo.Attempts ||
+				got.Condition.Reason != tc.wantMemo.Condition.Reason || got.Condition.Type != tc.wantMemo.Condition.Type):
 				t.Errorf("Withdrawn = %+v (%v), want %+v", got, ok, *tc.wantMemo)
 			}
 		})
+	}
+}
+
+func TestFoldKeepsAWithdrawnListenersTupleWhileItWaits(t *testing.T) {
+	withdrawn := fragment("shop", "first", 0, entry("web", 8000, gwv1.HTTPProtocolType, "a.example.com"))
+	withdrawn.UID = "u1"
+	later := fragment("blog", "later", 5, entry("web", 8000, gwv1.HTTPProtocolType, "a.example.com"))
+	key := withdrawalKey(&withdrawn, "web")
+	res := Fold(Input{Gateway: gateway(gwv1.NamespacesFromAll), Fragments: []v1alpha1.ListenerFragment{withdrawn, later}, Now: epoch,
+		Withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch, Condition: metav1.Condition{Type: "Accepted", Reason: "PortUnavailable", Message: "refused"}, Attempts: 1}}})
+	if diff := cmp.Diff([]string{"shop/first/web: PortUnavailable", "blog/later/web: HostnameConflict"}, outcomes(res)); diff != "" {
+		t.Errorf("Outcomes (-want +got):\n%s", diff)
 	}
 }
 
@@ -890,7 +967,9 @@ func TestHandoversNameTheSourceThatLostATuple(t *testing.T) {
 	carried := Listener(&victim, victim.Spec.Listeners[0])
 	tests := map[string]struct {
 		claims map[rules.Tuple]types.NamespacedName
-		want   []Handover
+		// moved: the victim changed its hostname since the Gateway got it.
+		moved bool
+		want  []Handover
 	}{
 		"the older fragment takes the tuple by precedence": {
 			want: []Handover{{Tuple: tuple, From: keyOf(&victim), To: keyOf(&squat)}},
@@ -898,9 +977,16 @@ func TestHandoversNameTheSourceThatLostATuple(t *testing.T) {
 		"the claim holder keeps it": {
 			claims: map[rules.Tuple]types.NamespacedName{tuple: {Namespace: "a", Name: "victim"}},
 		},
+		"a source that gave the tuple up lost nothing": {
+			moved: true,
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			victim := *victim.DeepCopy()
+			if tc.moved {
+				victim.Spec.Listeners[0].Hostname = ptr.To(gwv1.Hostname("elsewhere.example.com"))
+			}
 			in := Input{Gateway: gateway(gwv1.NamespacesFromAll, own("own", 80, gwv1.HTTPProtocolType, ""), carried), Managed: sets.New(carried.Name),
 				Fragments: []v1alpha1.ListenerFragment{squat, victim}, Claims: tc.claims}
 			if diff := cmp.Diff(tc.want, Handovers(&in, Fold(in))); diff != "" {

@@ -197,7 +197,8 @@ func (p *pool) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Ref
 		// renamed or now conflict): it is placed as a new source.
 	}
 	need := len(t.Fits)
-	if msg := rules.NeverFits(rules.KindOf(lf), need, p.own, gatewayKey(p.head), true); msg != "" && rules.KindOf(lf) != rules.KindListenerSet {
+	// Counted as admission and the claims count it: every listener.
+	if msg := rules.NeverFits(rules.KindOf(lf), len(lf.Spec.Listeners), p.own, gatewayKey(p.head), true); msg != "" && rules.KindOf(lf) != rules.KindListenerSet {
 		return t.NoRoom(msg), p.rooms[0]
 	}
 	candidates := len(p.rooms)

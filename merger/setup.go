@@ -49,9 +49,10 @@ type Options struct {
 	// manager.IndexListenerSetParents must have been registered otherwise.
 	ListenerSetControllers sets.Set[string]
 	// Claims, when set, returns by tuple the fragments that hold
-	// admission's claims on a Gateway (webhook.ClaimStore.Holders): the
-	// fold gives a claimed tuple to its holder.
-	Claims func(gateway types.NamespacedName) (map[rules.Tuple]types.NamespacedName, error)
+	// admission's claims on a Gateway, read from the API server
+	// (webhook.ClaimStore.HoldersNow): the fold gives a claimed tuple to
+	// its holder.
+	Claims func(ctx context.Context, gateway types.NamespacedName) (map[rules.Tuple]types.NamespacedName, error)
 }
 
 // certificateNamespaceIndex indexes fragments by the namespaces their

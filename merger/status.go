@@ -85,9 +85,10 @@ func reportedFor(gw *gwv1.Gateway, l *gwv1.Listener, since int64) (gwv1.Listener
 		}
 		out := gwv1.ListenerStatus{Name: s.Name, AttachedRoutes: s.AttachedRoutes, SupportedKinds: s.SupportedKinds}
 		for _, c := range s.Conditions {
-			// A condition without observedGeneration (Traefik's
-			// UnsupportedProtocol) is taken as current: the spec carries l.
-			if c.ObservedGeneration >= since || c.ObservedGeneration == 0 {
+			// A refusal without observedGeneration (Traefik's
+			// UnsupportedProtocol, DuplicateListener) is taken as current:
+			// the spec carries l.
+			if c.ObservedGeneration >= since || (c.ObservedGeneration == 0 && implementationRefusal([]metav1.Condition{c}) != nil) {
 				out.Conditions = append(out.Conditions, c)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
@@ -16,8 +17,23 @@ import (
 
 // WithdrawRetry is how long a listener the Gateway implementation refused
 // stays withdrawn before it is folded again to be judged anew (a Secret it
-// names may exist by then), unless its source's spec changes first.
+// names may exist by then), unless its source's spec changes first; each
+// refusal in a row doubles it, up to maxWithdrawRetry.
 const WithdrawRetry = time.Minute
+
+const maxWithdrawRetry = 16 * time.Minute
+
+// retryAfter is how long a listener refused attempts times in a row stays
+// withdrawn.
+func retryAfter(attempts int) time.Duration {
+	d := WithdrawRetry
+	for range max(attempts, 1) - 1 {
+		if d *= 2; d >= maxWithdrawRetry {
+			return maxWithdrawRetry
+		}
+	}
+	return d
+}
 
 // WithdrawalKey names one listener of one generation of a source.
 type WithdrawalKey struct {
@@ -38,6 +54,8 @@ type Withdrawal struct {
 	// Condition is the implementation's condition that refused it, with the
 	// message gatefold reports.
 	Condition metav1.Condition
+	// Attempts is how many times in a row the implementation refused it.
+	Attempts int
 	// Retrying says the retry is under way: the listener is folded again,
 	// and is withdrawn anew only on a fresh refusal.
 	Retrying bool
@@ -60,14 +78,16 @@ func implementationRefusal(conds []metav1.Condition) *metav1.Condition {
 }
 
 // refusedOn returns, when a Gateway of the fold carries l as folded and its
-// implementation refuses it, the refusing condition and that Gateway.
-func refusedOn(in *Input, l *gwv1.Listener) (*metav1.Condition, *gwv1.Gateway) {
+// implementation refuses it and holds the whole Gateway not accepted for a
+// tenant's listener (refusesTenants), the refusing condition and that
+// Gateway. generated are the names of the sources' listeners.
+func refusedOn(in *Input, l *gwv1.Listener, generated sets.Set[gwv1.SectionName]) (*metav1.Condition, *gwv1.Gateway) {
 	check := func(gw *gwv1.Gateway, since map[gwv1.SectionName]int64) *metav1.Condition {
 		gen, known := since[l.Name]
 		if !known {
 			gen = gw.Generation
 		}
-		if st, ok := reportedFor(gw, l, gen); ok {
+		if st, ok := reportedFor(gw, l, gen); ok && refusesTenants(gw, generated) {
 			return implementationRefusal(st.Conditions)
 		}
 		return nil
@@ -85,11 +105,45 @@ func refusedOn(in *Input, l *gwv1.Listener) (*metav1.Condition, *gwv1.Gateway) {
 	return nil, nil
 }
 
+// refusesTenants says whether gw's implementation holds the whole Gateway
+// not accepted because of the sources' listeners: it reports the Gateway
+// Accepted=False, refuses none of the Gateway's own listeners (those not
+// in generated), and accepts some listener. Withdrawing a tenant's listener
+// helps only then; an implementation that keeps the Gateway accepted, or
+// refuses it for the owner's sake or as a whole, only has its verdicts
+// mirrored.
+func refusesTenants(gw *gwv1.Gateway, generated sets.Set[gwv1.SectionName]) bool {
+	c := meta.FindStatusCondition(gw.Status.Conditions, string(gwv1.GatewayConditionAccepted))
+	if c == nil || c.Status != metav1.ConditionFalse || (c.ObservedGeneration != 0 && c.ObservedGeneration < gw.Generation) {
+		return false
+	}
+	accepted := false
+	for _, l := range gw.Status.Listeners {
+		refused := implementationRefusal(l.Conditions) != nil
+		if refused && !generated.Has(l.Name) {
+			return false
+		}
+		accepted = accepted || !refused
+	}
+	return accepted
+}
+
+// generatedNames are the Gateway listener names of the sources' listeners.
+func generatedNames(sources []v1alpha1.ListenerFragment) sets.Set[gwv1.SectionName] {
+	names := sets.New[gwv1.SectionName]()
+	for i := range sources {
+		for _, l := range sources[i].Spec.Listeners {
+			names.Insert(rules.GatewayListenerName(&sources[i], l.Name))
+		}
+	}
+	return names
+}
+
 // withhold decides which listeners of lf the fold leaves out: those whose
 // values Gateway API disallows (rules.ListenerProblem), and those the
 // Gateway implementation refused, which it records in res.Withdrawn. It
 // returns them by index as placements.
-func withhold(in *Input, res *Result, lf *v1alpha1.ListenerFragment) map[int]rules.Placement {
+func withhold(in *Input, res *Result, lf *v1alpha1.ListenerFragment, generated sets.Set[gwv1.SectionName]) map[int]rules.Placement {
 	var out map[int]rules.Placement
 	for i, e := range lf.Spec.Listeners {
 		if reason, msg := rules.ListenerProblem(e); msg != "" {
@@ -102,11 +156,15 @@ func withhold(in *Input, res *Result, lf *v1alpha1.ListenerFragment) map[int]rul
 		key := withdrawalKey(lf, e.Name)
 		l := Listener(lf, e)
 		w, known := in.Withdrawn[key]
-		if c, gw := refusedOn(in, &l); c != nil {
+		if c, gw := refusedOn(in, &l, generated); c != nil {
+			attempts := 1
+			if known {
+				attempts = w.Attempts + 1
+			}
 			c.Message = fmt.Sprintf("The implementation of Gateway %s refused it (%s: %s), so gatefold withdrew it and the Gateway's other listeners stay accepted: fix it; a change of the spec, or %v, folds it again",
-				gatewayKey(gw), c.Reason, c.Message, WithdrawRetry)
-			w, known = Withdrawal{Since: in.Now, Condition: *c}, true
-		} else if known && !w.Retrying && !in.Now.Before(w.Since.Add(WithdrawRetry)) {
+				gatewayKey(gw), c.Reason, c.Message, retryAfter(attempts))
+			w, known = Withdrawal{Since: in.Now, Condition: *c, Attempts: attempts}, true
+		} else if known && !w.Retrying && !in.Now.Before(w.Since.Add(retryAfter(w.Attempts))) {
 			w.Retrying = true
 		}
 		if !known {
@@ -160,7 +218,7 @@ func withdrawalsInStatus(lf *v1alpha1.ListenerFragment, now time.Time) map[Withd
 		if out == nil {
 			out = map[WithdrawalKey]Withdrawal{}
 		}
-		out[withdrawalKey(lf, l.Name)] = Withdrawal{Since: now, Condition: c}
+		out[withdrawalKey(lf, l.Name)] = Withdrawal{Since: now, Condition: c, Attempts: 1}
 	}
 	return out
 }
@@ -213,7 +271,7 @@ func nextRetry(withdrawn map[WithdrawalKey]Withdrawal, now time.Time) time.Durat
 		if w.Retrying {
 			continue
 		}
-		if d := max(w.Since.Add(WithdrawRetry).Sub(now), time.Second); next == 0 || d < next {
+		if d := max(w.Since.Add(retryAfter(w.Attempts)).Sub(now), time.Second); next == 0 || d < next {
 			next = d
 		}
 	}

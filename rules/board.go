@@ -58,7 +58,14 @@ func (b *Board) Clone() *Board {
 // another source that conflicts with h cannot join the board, whatever its
 // precedence. The fold reserves the tuples whose admission claims a
 // fragment holds, so that a source admitted later never takes them.
+//
+// A listener that conflicts with one reserved for another source before it
+// is not reserved: of two claims that cannot share a port (one went stale
+// and came back), the first keeps it.
 func (b *Board) Reserve(h Holder) {
+	if b.reservedConflict(h.Entry, h) != nil {
+		return
+	}
 	if b.reserved == nil {
 		b.reserved = map[gwv1.PortNumber][]Holder{}
 	}
@@ -123,8 +130,8 @@ func (h Holder) sameSource(o Holder) bool {
 }
 
 // ReserveClaimed reserves on b each listener of a source of sources (those
-// the fold places) whose tuple that source's claim holds: claims maps each
-// claimed tuple to the fragment holding it.
+// the fold places, in precedence order) whose tuple that source's claim
+// holds: claims maps each claimed tuple to the fragment holding it.
 func ReserveClaimed(b *Board, sources []v1alpha1.ListenerFragment, claims map[Tuple]types.NamespacedName) {
 	if len(claims) == 0 {
 		return

@@ -126,6 +126,9 @@ type ClaimStore struct {
 	// one version, before it releases or takes it over; longer than any
 	// admission request is in flight, plus cache lag.
 	Grace time.Duration
+	// Period is how often the leader's collector runs: a release this
+	// replica expects may come that much later.
+	Period time.Duration
 
 	once sync.Once
 	seen *sightings
@@ -218,7 +221,7 @@ func (s *ClaimStore) claimsOn(ctx context.Context, gw types.NamespacedName, sinc
 
 // Holders returns, by tuple, the fragments that hold claims on Gateway gw,
 // as this replica's claims informer shows them; an error until it has
-// synced. The merger reserves these tuples for their holders.
+// synced. Admission reserves these tuples as the fold does.
 func (s *ClaimStore) Holders(gw types.NamespacedName) (map[rules.Tuple]types.NamespacedName, error) {
 	if !s.Claims.HasSynced() {
 		return nil, errors.New("this replica's claims informer has not synced yet")
@@ -227,13 +230,33 @@ func (s *ClaimStore) Holders(gw types.NamespacedName) (map[rules.Tuple]types.Nam
 	if err != nil {
 		return nil, err
 	}
+	return holders(claims, gw), nil
+}
+
+// HoldersNow is Holders read from the API server: the merger folds with
+// every claim written before the fragments it read, which the informer may
+// not show yet, and no claim event would bring the fold back.
+func (s *ClaimStore) HoldersNow(ctx context.Context, gw types.NamespacedName) (map[rules.Tuple]types.NamespacedName, error) {
+	list := &coordinationv1.LeaseList{}
+	if err := s.Reader.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{claimLabel: listenerClaim, claimGatewayLabel: gatewayLabel(gw)}); err != nil {
+		return nil, fmt.Errorf("listing the claims on Gateway %s: %w", gw, err)
+	}
+	claims := make([]*held, 0, len(list.Items))
+	for i := range list.Items {
+		claims = append(claims, readClaim(&list.Items[i]))
+	}
+	return holders(claims, gw), nil
+}
+
+// holders returns, by tuple, the fragments holding the decoded claims of gw.
+func holders(claims []*held, gw types.NamespacedName) map[rules.Tuple]types.NamespacedName {
 	out := make(map[rules.Tuple]types.NamespacedName, len(claims))
 	for _, h := range claims {
 		if h.decoded && h.claim.Gateway == gw {
 			out[h.claim.Tuple] = h.holder.fragment()
 		}
 	}
-	return out, nil
+	return out
 }
 
 // get reads one claim; nil when there is none.
@@ -253,9 +276,9 @@ func (s *ClaimStore) get(ctx context.Context, name string) (*held, error) {
 // grace period. Every call is a judgment that sightings records.
 //
 // A claim whose holder is provably done with it protects nothing at once:
-// this replica saw the holder deleted, the cache shows another object of
-// its name, or it shows the holder, stored after the claim's last write,
-// with a spec that no longer wants it (deleting, moved, tuple changed). A
+// this replica saw the holder deleted, or the cache shows the holder with a
+// spec that no longer wants it (deleting, moved, tuple changed), or another
+// object of its name, stored after the claim's last write. A
 // request that wrote the claim has then ended, and one that wants the tuple
 // again writes the claim again.
 func (s *ClaimStore) live(ctx context.Context, v *view, h *held) (bool, error) {
@@ -364,7 +387,9 @@ func (r *claimRequest) against(h *held) (rules.Holder, bool) {
 // with when its claim is released if this replica judged it unwanted.
 func (s *ClaimStore) holder(req *claimRequest, h *held) rules.Holder {
 	rh, _ := req.against(h)
-	rh.ReleasedIn = s.sightings().releaseIn(h.lease.Name, h.lease.ResourceVersion)
+	if in := s.sightings().releaseIn(h.lease.Name, h.lease.ResourceVersion); in > 0 {
+		rh.ReleasedIn = in + s.Period
+	}
 	return rh
 }
 
@@ -772,13 +797,13 @@ func (v *view) wants(ctx context.Context, h *held, deleted func(types.UID) bool)
 		return true, false, nil
 	case lf == nil:
 		return false, deleted(h.holder.UID), nil
-	case lf.UID != h.holder.UID:
-		// Another object of the name exists: the holder was deleted.
-		return false, true, nil
-	case specWants(h.claim, lf):
+	case lf.UID == h.holder.UID && specWants(h.claim, lf):
 		// Unwanted for its Gateway or namespace, which may come back.
 		return false, false, nil
 	}
+	// The holder, or another object of its name, stored after the claim's
+	// last write: a request that wrote the claim has ended. One stored
+	// before it may be a create of the holder's name still in flight.
 	newer, err := resourceversion.CompareResourceVersion(lf.ResourceVersion, h.lease.ResourceVersion)
 	return false, err == nil && newer > 0, nil
 }

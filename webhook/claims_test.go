@@ -290,21 +290,32 @@ func TestWants(t *testing.T) {
 	again := lf.DeepCopy()
 	again.UID = "created-again"
 	tcp := Claim{Gateway: shared, Tuple: entryOf(pg).Tuple()}
+	// Beside the Gateway's own two listeners, 63 never fit; 62 do.
+	crowded := gateway("infra", "shared", gwv1.NamespacesFromAll, gwListener("a", 81, gwv1.HTTPProtocolType, ""), gwListener("b", 82, gwv1.HTTPProtocolType, ""))
+	many := func(n int) *v1alpha1.ListenerFragment {
+		ls := []gwv1.ListenerEntry{appHTTPS}
+		for i := range n - 1 {
+			ls = append(ls, entry(fmt.Sprintf("l%d", i), 443, gwv1.HTTPSProtocolType, fmt.Sprintf("l%d.example.com", i)))
+		}
+		return onShared("shop", "many", 1, ls...)
+	}
 	tests := map[string]struct {
 		claim *Claim
 		lf    *v1alpha1.ListenerFragment
 		gw    *gwv1.Gateway
 		want  bool
 	}{
-		"the holder still has the tuple":                      {lf: lf, gw: gw, want: true},
-		"the holder is gone":                                  {gw: gw},
-		"the holder is being deleted":                         {lf: deleting, gw: gw},
-		"the holder no longer has the tuple":                  {lf: moved, gw: gw},
-		"the holder moved to another Gateway":                 {lf: otherParent, gw: gw},
-		"the Gateway is gone":                                 {lf: lf},
-		"the Gateway no longer admits the holder's namespace": {lf: lf, gw: sameOnly},
-		"the holder's name was created again with the tuple":  {lf: again, gw: gw, want: true},
-		"a TCP listener wants its port":                       {claim: &tcp, lf: onShared("shop", "db", 1, pg), gw: gw, want: true},
+		"the holder still has the tuple":                       {lf: lf, gw: gw, want: true},
+		"the holder is gone":                                   {gw: gw},
+		"the holder is being deleted":                          {lf: deleting, gw: gw},
+		"the holder no longer has the tuple":                   {lf: moved, gw: gw},
+		"the holder moved to another Gateway":                  {lf: otherParent, gw: gw},
+		"the Gateway is gone":                                  {lf: lf},
+		"the Gateway no longer admits the holder's namespace":  {lf: lf, gw: sameOnly},
+		"the holder's name was created again with the tuple":   {lf: again, gw: gw, want: true},
+		"a TCP listener wants its port":                        {claim: &tcp, lf: onShared("shop", "db", 1, pg), gw: gw, want: true},
+		"a holder that can never fit beside the own listeners": {lf: many(63), gw: crowded},
+		"a holder that fits exactly":                           {lf: many(62), gw: crowded, want: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -687,7 +698,7 @@ func TestTakeoverWaitsForTheGraceOnThisReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := s.create(onShared("shop", "app", 2, appHTTPS))
-	wantErr(t, err, "is still taken on Gateway infra/shared by a listener (HTTPS) of a ListenerFragment in another namespace, which no longer wants it: retry in 30s")
+	wantErr(t, err, "is still taken on Gateway infra/shared by a listener (HTTPS) of a ListenerFragment in another namespace, which no longer wants it: retry in about 30s")
 	s.clock = s.clock.Add(grace)
 	if _, err := s.create(onShared("shop", "app", 2, appHTTPS)); err != nil {
 		t.Fatalf("After the grace the orphaned claim was not taken over: %v", err)
@@ -742,6 +753,21 @@ func TestAHolderProvablyDoneWithItsClaimFreesItAtOnce(t *testing.T) {
 			},
 			free: true,
 		},
+		"created again, the create still in flight": {
+			leave: func(t *testing.T, s *store, holder *v1alpha1.ListenerFragment) {
+				// The old object, without the tuple, is stored before the new
+				// create rewrites the claim.
+				holder.Spec.Listeners = []gwv1.ListenerEntry{other}
+				if err := s.c.Update(context.Background(), holder); err != nil {
+					t.Fatal(err)
+				}
+				l := s.claim(claimName(appHTTPS))
+				l.Spec.HolderIdentity = ptr.To("blog/holder/again-uid")
+				if err := s.c.Update(context.Background(), l); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
 		"gone from the cache, unseen: perhaps a create still in flight": {
 			leave: func(t *testing.T, s *store, holder *v1alpha1.ListenerFragment) {
 				if err := s.c.Delete(context.Background(), holder); err != nil {
@@ -761,7 +787,7 @@ func TestAHolderProvablyDoneWithItsClaimFreesItAtOnce(t *testing.T) {
 			tc.leave(t, s, holder)
 			_, err := s.create(onShared("shop", "app", 2, appHTTPS))
 			if !tc.free {
-				wantErr(t, err, "which no longer wants it: retry in 30s")
+				wantErr(t, err, "which no longer wants it: retry in about 30s")
 				return
 			}
 			if err != nil {

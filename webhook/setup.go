@@ -141,6 +141,7 @@ func newClaimStore(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 		Cache:     mgr.GetCache(),
 		Namespace: opts.ClaimsNamespace,
 		Grace:     opts.ClaimGrace,
+		Period:    opts.CollectPeriod,
 	}, nil
 }
 

@@ -204,8 +204,8 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv
 	if err != nil {
 		return nil, 0, err
 	}
-	rules.ReserveClaimed(b, placed, claims)
 	rules.SortByPrecedence(placed)
+	rules.ReserveClaimed(b, placed, claims)
 	grants := map[string][]gwv1.ReferenceGrant{}
 	for _, f := range placed {
 		if rules.SourceOf(&f) == rules.SourceOf(lf) {

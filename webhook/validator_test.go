@@ -117,7 +117,7 @@ func TestClaimOfAHolderUnwantedForAMomentIsKept(t *testing.T) {
 		t.Fatalf("The collector released a claim unwanted for %v", grace/3)
 	}
 	_, err := s.create(onShared("blog", "taker", 2, appHTTPS))
-	wantErr(t, err, "is still taken on Gateway infra/shared by a listener (HTTPS) of a ListenerFragment in another namespace, which no longer wants it: retry in 30s")
+	wantErr(t, err, "is still taken on Gateway infra/shared by a listener (HTTPS) of a ListenerFragment in another namespace, which no longer wants it: retry in about 30s")
 	s.clock = s.clock.Add(grace / 3)
 	s.collect()
 	s.setLabels("shop", tenant)

@@ -194,7 +194,7 @@ func startManager(ctx context.Context, cfg *rest.Config, o managerOptions) error
 	if err != nil {
 		return fmt.Errorf("setting up webhooks: %w", err)
 	}
-	o.merger.Claims = claims.Holders
+	o.merger.Claims = claims.HoldersNow
 	if err := merger.Setup(ctx, mgr, o.merger); err != nil {
 		return fmt.Errorf("setting up the merger: %w", err)
 	}
