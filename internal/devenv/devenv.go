@@ -57,8 +57,9 @@ type Options struct {
 	// Env.WebhookPort() with the certificate in Env.WebhookCertDir().
 	Webhooks bool
 	// AuditLog makes the API server log, at Metadata level (which carries
-	// the user agent), every write to Gateways, ReferenceGrants,
-	// ListenerFragments and Leases into this file, one JSON event a line.
+	// the user agent), every write to Gateways and their status,
+	// ReferenceGrants, ListenerFragments and their status, ListenerSets'
+	// status and Leases into this file, one JSON event a line.
 	AuditLog string
 	// AuditAll logs every request but watches, of any resource, instead:
 	// the benchmarks count all that a controller reads and writes with it.
@@ -76,7 +77,7 @@ const auditWrites = `- level: Metadata
   verbs: [create, update, patch, delete]
   resources:
   - group: gateway.networking.k8s.io
-    resources: [gateways, referencegrants]
+    resources: [gateways, gateways/status, referencegrants, listenersets/status]
   - group: gatefold.dev
     resources: [listenerfragments, listenerfragments/status]
   - group: coordination.k8s.io

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -32,6 +33,9 @@ const (
 	haReplicas  = 3
 	haWriters   = 6
 	haNamespace = "gatefold-system"
+	// haController is the controllerName of the Gateway's class, whose
+	// ListenerSets the replicas fold (--listenerset-controllers).
+	haController = "example.com/gateway-controller"
 )
 
 // replica is one `gatefold manager` process.
@@ -66,7 +70,10 @@ func (r *replica) ledSince(t *testing.T) time.Time {
 // kills the leader with SIGKILL in the middle of a burst of fragment creates
 // and deletes, freezes its successor past its lease in the middle of another,
 // and checks the Gateways the last leader converges to and, from the API
-// server's audit log, that only leaders wrote. The Gateway is a plain one, or
+// server's audit log, that only leaders wrote. The replicas fold the
+// ListenerSets of the Gateway's class: on a plain Gateway, a ListenerSet
+// created just before the freeze makes the successor write the Gateway's
+// status, which only the lease fences. The Gateway is a plain one, or
 // the head of a pool that the burst makes grow to four Gateways: the leader
 // is then killed while the pool's second Gateway fills, and frozen when the
 // fragments that come next need a fourth.
@@ -97,6 +104,10 @@ func testLeaderFailover(t *testing.T, pooled bool, fragments, killAt int) {
 		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	class := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "example"}, Spec: gwv1.GatewayClassSpec{ControllerName: haController}}
+	if err := env.Client.Create(ctx, class); err != nil {
+		t.Fatal(err)
 	}
 	gw := fixture.Gateway("infra", gwv1.NamespacesFromAll)
 	if pooled {
@@ -178,12 +189,15 @@ func testLeaderFailover(t *testing.T, pooled bool, fragments, killAt int) {
 	checkOnlyLeadersWrote(t, audit, first, second, rest)
 
 	// The new leader freezes past its lease in the middle of a burst, so that
-	// it holds folds it has not written (for a pool, a Gateway to create): the
-	// last replica takes over and folds what came while it was frozen, and the
+	// it holds folds it has not written (for a plain Gateway, a ListenerSet
+	// to count in its status; for a pool, a Gateway to create): the last replica
+	// takes over and folds them and what came while it was frozen, and the
 	// frozen one, once thawed, finds it lost the lease and exits. Fenced by
-	// the resourceVersion it read, or by its lease for a Gateway it would
-	// create, none of its stale folds may land.
+	// the resourceVersion it read, or by its lease alone for a Gateway it
+	// would create and for the Gateway's status, none of its stale writes
+	// may land.
 	before = p.placement(gw)
+	fragmentCount := len(want)
 	created := 0
 	createFragment := func() {
 		t.Helper()
@@ -197,14 +211,27 @@ func testLeaderFailover(t *testing.T, pooled bool, fragments, killAt int) {
 	for range 5 {
 		createFragment()
 	}
+	// A pool's head is full: a ListenerSet, which stays on the head, would
+	// not fit.
+	sets := 0
+	if !pooled {
+		set := fixture.ListenerSet("team-a", "frozen-set", gw, fixture.HTTPS("web", "frozen-set.example.com"))
+		if err := env.Client.Create(ctx, set); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, fmt.Sprintf("%s 443/HTTPS frozen-set.example.com", v1alpha1.ListenerSetListenerName("team-a", set.Name, "web")))
+		sets++
+	}
 	if err := second.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	checkPending(t, env.Client, gw, want[fragmentCount:])
 	third := waitLeader(t, slices.DeleteFunc(rest, func(r *replica) bool { return r == second }))
 	for range 5 {
 		createFragment()
 	}
 	waitListeners(t, env.Client, gw, want)
+	waitAttachedListenerSets(t, env.Client, gw, int32(sets))
 	if err := second.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +248,9 @@ func testLeaderFailover(t *testing.T, pooled bool, fragments, killAt int) {
 		t.Fatalf("%s still runs 30s after it lost the lease to %s", second.name, third.name)
 	}
 	checkDeposedWroteNothing(t, audit, second, third.ledSince(t))
+	if sets > 0 {
+		checkGatewayStatusWritten(t, audit, gw, third)
+	}
 	lf := fixture.Fragment("team-a", "after-failover", gw, fixture.HTTPS("web", "after.example.com"))
 	if err := env.Client.Create(ctx, lf); err != nil {
 		t.Fatal(err)
@@ -231,7 +261,7 @@ func testLeaderFailover(t *testing.T, pooled bool, fragments, killAt int) {
 	// no more fragments were ever alive than now: the pool holds exactly as
 	// many Gateways as they need.
 	checkPool(t, p, gw, len(want), max(peak, len(want)), before)
-	waitAllAccepted(t, env.Client, gw, len(want), p)
+	waitAllAccepted(t, env.Client, gw, len(want)-sets, p)
 	checkSiblingsCreated(t, audit, p)
 }
 
@@ -253,6 +283,7 @@ func startReplicas(t *testing.T, env *devenv.Env, dir string) []*replica {
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 			"--webhook-port", fmt.Sprint(testenv.MustFreePort(t)), "--webhook-cert-dir", env.WebhookCertDir(),
 			"--leader-election-namespace", haNamespace, "--claims-namespace", haNamespace,
+			"--listenerset-controllers", haController,
 			"--zap-time-encoding", "rfc3339nano", "--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms")
 		r.cmd.Env = append(os.Environ(), "POD_NAME="+r.name)
 		r.cmd.Stdout, r.cmd.Stderr = logFile, logFile
@@ -428,6 +459,53 @@ func checkDeposedWroteNothing(t *testing.T, audit string, deposed *replica, succ
 		}
 	}
 	t.Logf("Writes of the deposed leader %s after its successor took the lease, by request and response code: %v", deposed.name, codes)
+}
+
+// checkPending checks, with the leader frozen, that it holds folds it has
+// not written, so that checkDeposedWroteNothing can fail: some listener of
+// pending, those created just before the freeze (the last of them within
+// the merger's debounce), is on no Gateway of the pool of gw.
+func checkPending(t *testing.T, c client.Client, gw *gwv1.Gateway, pending []string) {
+	t.Helper()
+	p := readPool(t, c, gw)
+	folded := p.folded(gw)
+	unfolded := 0
+	for _, l := range pending {
+		if !slices.Contains(folded, l) {
+			unfolded++
+		}
+	}
+	if unfolded == 0 {
+		t.Fatalf("The leader folded all %d listeners created before it froze: it holds nothing to write, and its writes after the freeze would prove nothing", len(pending))
+	}
+	t.Logf("Frozen with %d of the %d listeners created just before not folded; the head counts %s attached ListenerSets", unfolded, len(pending), ptrString(p[0].Status.AttachedListenerSets))
+}
+
+// waitAttachedListenerSets waits until the head of the pool of gw counts n
+// attached ListenerSets in its status.
+func waitAttachedListenerSets(t *testing.T, c client.Client, gw *gwv1.Gateway, n int32) {
+	t.Helper()
+	waitFor(t, 30*time.Second, fmt.Sprintf("Gateway %s to count %d attached ListenerSets", gw.Name, n), func() (bool, string) {
+		current := &gwv1.Gateway{}
+		get(t, c, client.ObjectKeyFromObject(gw), current)
+		return ptr.Deref(current.Status.AttachedListenerSets, 0) == n, "attachedListenerSets " + ptrString(current.Status.AttachedListenerSets)
+	})
+}
+
+// checkGatewayStatusWritten reads the audit log: it recorded a write of the
+// status of Gateway gw by the successor after it took the lease, so that
+// checkDeposedWroteNothing, which looks at every write, saw the Gateway's
+// status too.
+func checkGatewayStatusWritten(t *testing.T, audit string, gw *gwv1.Gateway, successor *replica) {
+	t.Helper()
+	leads := successor.ledSince(t)
+	for _, e := range auditEvents(t, audit) {
+		if e.ObjectRef.Resource == "gateways" && e.ObjectRef.Subresource == "status" && e.ObjectRef.Name == gw.Name && e.ResponseStatus.Code < 300 &&
+			strings.Contains(e.UserAgent, "("+successor.name+")") && !e.StageTimestamp.Before(leads) {
+			return
+		}
+	}
+	t.Errorf("The audit log has no write of Gateway %s/%s status by %s after it took the lease: the checks of who wrote did not see it", gw.Namespace, gw.Name, successor.name)
 }
 
 // waitFolded waits until the pool of gw has the given number of Gateways
