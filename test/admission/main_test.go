@@ -1,6 +1,8 @@
 // Package admission tests gatefold's webhooks end to end: the real API server
-// calls two webhook server replicas over TLS, request by request in turn, so every test also
-// shows that replicas agree through the claims and not through memory.
+// calls two webhook server replicas over TLS, each webhook's requests sent to
+// the replicas in turn, so a create and the duplicate after it are validated
+// by different replicas, and every test also shows that replicas agree
+// through the claims and not through memory.
 package admission
 
 import (
@@ -14,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,6 +38,8 @@ import (
 const (
 	claimsNamespace = "gatefold-system"
 	replicas        = 2
+	// validatePath is the path of the fragments' validating webhook.
+	validatePath = "/validate-gatefold-dev-v1alpha1-listenerfragment"
 	// claimGrace is short so tests see a freed tuple reused quickly; in a
 	// cluster it is 60s, longer than the slowest admission chain.
 	claimGrace = 3 * time.Second
@@ -42,8 +47,8 @@ const (
 
 var (
 	env *devenv.Env
-	// served counts the admission requests each replica was sent.
-	served [replicas]atomic.Int64
+	// validated counts the fragment validations each replica was sent.
+	validated [replicas]atomic.Int64
 	// caches are the replicas' informer caches.
 	caches []client.Reader
 	// installed is the ServiceAccount and RBAC of config/default, which the
@@ -158,19 +163,38 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// turns hands out the replicas in turn, one rotation per webhook path: a
+// create calls the mutating webhook and then the validating one, so one
+// rotation over both would send every validation to the same replica.
+type turns struct {
+	mu   sync.Mutex
+	next map[string]int
+}
+
+func (t *turns) take(path string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i := t.next[path]
+	t.next[path] = (i + 1) % replicas
+	return i
+}
+
 // roundRobin serves addr over TLS with the certificate the API server trusts
-// and sends each admission request to the next replica, so concurrent
-// requests land on both even though the API server reuses one connection.
+// and sends each admission request to the replica whose turn it is on that
+// webhook's path, so concurrent requests land on both even though the API
+// server reuses one connection, and sequential ones alternate.
 func roundRobin(ctx context.Context, addr string, ports [replicas]int) error {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(env.Environment.WebhookInstallOptions.LocalServingCAData) {
 		return fmt.Errorf("no CA for the webhook certificate")
 	}
-	var next atomic.Int64
+	rotation := &turns{next: map[string]int{}}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
-			i := int(next.Add(1)) % replicas
-			served[i].Add(1)
+			i := rotation.take(r.In.URL.Path)
+			if r.In.URL.Path == validatePath {
+				validated[i].Add(1)
+			}
 			r.SetURL(&url.URL{Scheme: "https", Host: net.JoinHostPort(env.WebhookHost(), fmt.Sprint(ports[i]))})
 		},
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},

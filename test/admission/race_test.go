@@ -44,7 +44,7 @@ func TestConcurrentCreatesStoreExactlyOne(t *testing.T) {
 	const creates = 60
 	namespaces := []string{newNamespace(t, nil), newNamespace(t, nil), newNamespace(t, nil)}
 	gw := newGateway(t, namespaces[0], gwv1.NamespacesFromAll)
-	servedBefore := [replicas]int64{served[0].Load(), served[1].Load()}
+	validatedBefore := [replicas]int64{validated[0].Load(), validated[1].Load()}
 
 	var fragments []*v1alpha1.ListenerFragment
 	for i := range creates {
@@ -57,14 +57,14 @@ func TestConcurrentCreatesStoreExactlyOne(t *testing.T) {
 			allowed++
 		}
 	}
-	t.Logf("%d concurrent creates of one tuple: %d allowed, %d stored; admission requests per replica %d and %d", creates, allowed, len(stored),
-		served[0].Load()-servedBefore[0], served[1].Load()-servedBefore[1])
+	t.Logf("%d concurrent creates of one tuple: %d allowed, %d stored; validations per replica %d and %d", creates, allowed, len(stored),
+		validated[0].Load()-validatedBefore[0], validated[1].Load()-validatedBefore[1])
 	if allowed != 1 || len(stored) != 1 {
 		t.Errorf("%d creates of one tuple: %d allowed and %d stored, want exactly 1", creates, allowed, len(stored))
 	}
 	for i := range replicas {
-		if served[i].Load() == servedBefore[i] {
-			t.Errorf("Replica %d served no admission request: the race did not span replicas", i)
+		if validated[i].Load() == validatedBefore[i] {
+			t.Errorf("Replica %d validated none of the creates: the race did not span replicas", i)
 		}
 	}
 }

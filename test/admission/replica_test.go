@@ -136,7 +136,7 @@ func review(t *testing.T, port int, lf *v1alpha1.ListenerFragment) *admissionv1.
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(env.Environment.WebhookInstallOptions.LocalServingCAData)
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	url := fmt.Sprintf("https://%s/validate-gatefold-dev-v1alpha1-listenerfragment", net.JoinHostPort(env.WebhookHost(), strconv.Itoa(port)))
+	url := fmt.Sprintf("https://%s%s", net.JoinHostPort(env.WebhookHost(), strconv.Itoa(port)), validatePath)
 	httpResp, err := c.Post(url, "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("Sending the admission request: %v", err)
