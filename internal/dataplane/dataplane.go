@@ -30,7 +30,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,6 +41,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gatefold/gatefold/internal/devenv"
+	"github.com/gatefold/gatefold/internal/process"
 )
 
 // BinaryEnv names the traefik executable; the Makefile sets it to
@@ -373,18 +373,8 @@ func (d *DataPlane) LogTail(n int) string {
 // Stop stops Traefik (SIGTERM, then SIGKILL after 10s) and the echo
 // backends.
 func (d *DataPlane) Stop() error {
-	var errs []error
-	if d.cmd != nil && d.cmd.Process != nil {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-d.exited:
-		case <-time.After(10 * time.Second):
-			_ = d.cmd.Process.Kill()
-			<-d.exited
-			errs = append(errs, errors.New("traefik did not stop within 10s of SIGTERM and was killed"))
-		}
-		d.cmd = nil
-	}
+	errs := []error{process.Stop("traefik", d.cmd, d.exited)}
+	d.cmd = nil
 	for _, srv := range d.backends {
 		errs = append(errs, srv.Close())
 	}

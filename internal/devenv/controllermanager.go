@@ -7,17 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/gatefold/gatefold/internal/process"
 )
 
 // controllers are the kube-controller-manager controllers that delete what a
@@ -59,7 +59,7 @@ func startControllerManager(ctx context.Context, env *envtest.Environment, asset
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		return nil, fmt.Errorf("writing kube-controller-manager's kubeconfig: %w", err)
 	}
-	port, err := freeLoopbackPort()
+	port, err := process.FreeLoopbackPort()
 	if err != nil {
 		return nil, err
 	}
@@ -159,32 +159,12 @@ func (m *controllerManager) logTail(n int) string {
 // stop stops kube-controller-manager (SIGTERM, then SIGKILL after 10s) and
 // removes its folder.
 func (m *controllerManager) stop() error {
-	var errs []error
-	if m.cmd != nil && m.cmd.Process != nil {
-		_ = m.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-m.exited:
-		case <-time.After(10 * time.Second):
-			_ = m.cmd.Process.Kill()
-			<-m.exited
-			errs = append(errs, errors.New("kube-controller-manager did not stop within 10s of SIGTERM and was killed"))
-		}
-		m.cmd = nil
-	}
+	errs := []error{process.Stop("kube-controller-manager", m.cmd, m.exited)}
+	m.cmd = nil
 	if m.logFile != nil {
 		errs = append(errs, m.logFile.Close())
 		m.logFile = nil
 	}
 	errs = append(errs, os.RemoveAll(m.dir))
 	return errors.Join(errs...)
-}
-
-// freeLoopbackPort returns a port on 127.0.0.1 that nothing listens on.
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port on 127.0.0.1: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

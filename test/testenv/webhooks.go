@@ -2,13 +2,14 @@ package testenv
 
 import (
 	"context"
-	"net"
 	"net/url"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gatefold/gatefold/internal/process"
 )
 
 // urlFieldManager is the field manager PointWebhooksAt updates with.
@@ -59,14 +60,7 @@ func webhookPath(t testing.TB, cc admissionregistrationv1.WebhookClientConfig) s
 }
 
 // FreePort returns a port free on loopback now.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func FreePort() (int, error) { return process.FreeLoopbackPort() }
 
 // MustFreePort is FreePort for a test, which fails when there is none.
 func MustFreePort(t testing.TB) int {
