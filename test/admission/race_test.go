@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -70,8 +71,9 @@ func TestConcurrentCreatesStoreExactlyOne(t *testing.T) {
 }
 
 // TestConcurrentProtocolClassesNeverBothLand races HTTP listeners (distinct
-// hostnames) against TCP listeners on one port: whatever wins, the port never
-// ends up carrying both classes.
+// hostnames) against TCP listeners on one port: one class wins, so the port
+// ends up carrying either HTTP listeners only or one TCP listener, and every
+// allowed create is stored.
 func TestConcurrentProtocolClassesNeverBothLand(t *testing.T) {
 	ns := newNamespace(t, nil)
 	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
@@ -81,16 +83,28 @@ func TestConcurrentProtocolClassesNeverBothLand(t *testing.T) {
 			newFragment(ns, fmt.Sprintf("web-%d", i), gw, gwv1.ListenerEntry{Name: "http", Port: 7000, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname(fmt.Sprintf("h%d.example.com", i)))}),
 			newFragment(ns, fmt.Sprintf("tcp-%d", i), gw, gwv1.ListenerEntry{Name: "tcp", Port: 7000, Protocol: gwv1.TCPProtocolType}))
 	}
-	_, stored := createAtOnce(t, fragments, []string{ns})
+	errs, stored := createAtOnce(t, fragments, []string{ns})
+	allowed := sets.New[string]()
+	for i, err := range errs {
+		if err == nil {
+			allowed.Insert(fragments[i].Name)
+		}
+	}
 	classes := map[gwv1.ProtocolType]int{}
 	for _, lf := range stored {
 		classes[lf.Spec.Listeners[0].Protocol]++
+		allowed.Delete(lf.Name)
 	}
 	t.Logf("Stored per protocol: %v", classes)
-	if classes[gwv1.HTTPProtocolType] > 0 && classes[gwv1.TCPProtocolType] > 0 {
+	switch {
+	case len(stored) == 0:
+		t.Errorf("None of the %d creates was stored, want one protocol class to win port 7000; the first denial: %v", len(fragments), errs[0])
+	case classes[gwv1.HTTPProtocolType] > 0 && classes[gwv1.TCPProtocolType] > 0:
 		t.Errorf("Port 7000 carries both HTTP and TCP listeners: %v", classes)
-	}
-	if classes[gwv1.TCPProtocolType] > 1 {
+	case classes[gwv1.TCPProtocolType] > 1:
 		t.Errorf("%d TCP listeners stored on one port, want at most 1", classes[gwv1.TCPProtocolType])
+	}
+	if allowed.Len() > 0 {
+		t.Errorf("Allowed creates are not stored: %v", sets.List(allowed))
 	}
 }
