@@ -329,15 +329,29 @@ type Phase struct {
 	// GatewayWrites are the Gateways' resourceVersion changes.
 	GatewayWrites int `json:"gatewayWrites"`
 	// Missing and Extra compare the Gateways' listeners with the expected
-	// ones when the phase ended; Errors are writer failures.
-	Missing int      `json:"missing"`
-	Extra   int      `json:"extra"`
-	Errors  []string `json:"errors,omitempty"`
+	// ones when the phase ended; WriterErrors count the writes that failed,
+	// Errors are the first few.
+	Missing      int      `json:"missing"`
+	Extra        int      `json:"extra"`
+	WriterErrors int      `json:"writerErrors"`
+	Errors       []string `json:"errors,omitempty"`
 }
 
-// Correct says whether the phase ended with exactly the expected listeners.
-func (p Phase) Correct() bool {
-	return p.Converged && p.Missing == 0 && p.Extra == 0 && len(p.Errors) == 0
+// Correct says whether the phase ended with exactly the expected listeners
+// and no writer error.
+func (p Phase) Correct() bool { return len(p.problems()) == 0 }
+
+// problems says what was wrong with the phase: it did not converge, or its
+// writers got errors.
+func (p Phase) problems() []string {
+	var out []string
+	if !p.Converged || p.Missing != 0 || p.Extra != 0 {
+		out = append(out, fmt.Sprintf("not converged, %d missing and %d extra at the end", p.Missing, p.Extra))
+	}
+	if len(p.Errors) > 0 {
+		out = append(out, fmt.Sprintf("%s, e.g. %s", plural(max(p.WriterErrors, len(p.Errors)), "writer error"), p.Errors[0]))
+	}
+	return out
 }
 
 // strategies are the contention strategies in the order they run: the
@@ -490,7 +504,10 @@ func (h *harness) phase(ctx context.Context, p Params, ns string, c client.Clien
 		ph.WriterRequests += t.writes
 		ph.WriterConflicts += t.conflicts
 		ph.WriterTimeouts += t.timeouts
-		if err != nil && len(ph.Errors) < 5 {
+		if err == nil {
+			return
+		}
+		if ph.WriterErrors++; len(ph.Errors) < 5 {
 			ph.Errors = append(ph.Errors, fmt.Sprintf("%s: %v", name, err))
 		}
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -31,18 +30,42 @@ func goBenchmarks(benchtime string, quick bool) ([]GoBenchmark, error) {
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("go test -bench: %w\n%s", err, out.String())
 	}
+	results, byPackage, err := parseGoBench(out.String())
+	if err != nil {
+		return nil, err
+	}
+	// A benchmark that skips leaves no line and go test passes: each
+	// package must have given one.
+	for _, pkg := range pkgs {
+		if byPackage[modulePath+strings.TrimPrefix(pkg, ".")] == 0 {
+			return nil, fmt.Errorf("go test -bench ran no benchmark in %s:\n%s", pkg, out.String())
+		}
+	}
+	return results, nil
+}
+
+const modulePath = "github.com/gatefold/gatefold"
+
+// parseGoBench reads go test -bench output: each result, and how many each
+// package (its "pkg:" line) gave.
+func parseGoBench(out string) ([]GoBenchmark, map[string]int, error) {
 	var results []GoBenchmark
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+	byPackage := map[string]int{}
+	pkg := ""
+	for line := range strings.Lines(out) {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == "pkg:" {
+			pkg = f[1]
+		}
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") || f[3] != "ns/op" {
 			continue
 		}
 		ns, err := strconv.ParseFloat(f[2], 64)
 		if err != nil {
-			return nil, fmt.Errorf("reading %q: %w", sc.Text(), err)
+			return nil, nil, fmt.Errorf("reading %q: %w", line, err)
 		}
 		results = append(results, GoBenchmark{Name: f[0], NsPerOp: ns})
+		byPackage[pkg]++
 	}
-	return results, nil
+	return results, byPackage, nil
 }

@@ -13,6 +13,10 @@
 // with Traefik as the Gateway implementation, how long a fragment takes
 // from its create to its first request served, beside its fold and beside
 // Traefik's own reaction to a route. --only runs a part alone.
+//
+// A row that is not correct (a phase that did not converge, listeners
+// missing or extra, writer errors) fails the run, quick or full, once its
+// report is written.
 package main
 
 import (
@@ -232,7 +236,13 @@ func run() (err error) {
 	report.Load[1] = loadAverage()
 	report.Profiles = h.profiler.summarize()
 	progress("Writing %s/benchmarks.json and %s/benchmarks.md (%.0fs in all)", *out, *out, report.Seconds)
-	return report.write(*out)
+	if err := report.write(*out); err != nil {
+		return err
+	}
+	if fs := report.failures(); len(fs) > 0 {
+		return fmt.Errorf("%s not correct (listed in %s too):\n  %s", plural(len(fs), "row"), filepath.Join(*out, "benchmarks.md"), strings.Join(fs, "\n  "))
+	}
+	return nil
 }
 
 // gatefoldVersion is what the binary says of itself.

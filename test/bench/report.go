@@ -67,6 +67,54 @@ func (r *Report) write(dir string) error {
 	return os.WriteFile(md, []byte(before+beginMarker+"\n"+r.markdown()+endMarker+after), 0o644)
 }
 
+// failures names each row that is not correct: a phase that did not
+// converge or settle within Params.PhaseTimeout, ended with listeners
+// missing or extra, or whose writers got errors. A run with any still
+// writes its report, then fails.
+func (r *Report) failures() []string {
+	var out []string
+	fail := func(ok bool, row string) {
+		if !ok {
+			out = append(out, row)
+		}
+	}
+	for _, s := range r.Contention {
+		for _, ph := range []struct {
+			name  string
+			phase Phase
+		}{{"adding every route", s.Add}, {"removing half", s.Remove}} {
+			if ps := ph.phase.problems(); len(ps) > 0 {
+				out = append(out, fmt.Sprintf("contention %s, %s: %s", s.Strategy, ph.name, strings.Join(ps, "; ")))
+			}
+		}
+	}
+	if a := r.Admission; a != nil {
+		for _, t := range []struct {
+			label string
+			t     Throughput
+		}{{"without webhooks", a.ThroughputWithout}, {"with webhooks", a.ThroughputWith}} {
+			fail(t.t.Errors == 0, fmt.Sprintf("admission, %d creates by %d writers %s: %s, e.g. %s", t.t.Creates, t.t.Writers, t.label, plural(t.t.Errors, "error"), t.t.FirstErrorMsg))
+		}
+	}
+	timeout := r.Params.PhaseTimeout
+	if s := r.Scale; s != nil {
+		fail(s.Install.Converged, fmt.Sprintf("scale, first install: not every listener folded and every fragment Accepted within %s", timeout))
+		fail(s.Install.Settled, fmt.Sprintf("scale, first install: not every claim backfilled and the leader quiet within %s", timeout))
+		fail(s.Restart.Converged, fmt.Sprintf("scale, warm restart: the new leader did not fold every Gateway within %s", timeout))
+	}
+	if f := r.Failover; f != nil {
+		fail(f.Converged, fmt.Sprintf("failover: the fragment created after the kill was not on its Gateway within %s", timeout))
+	}
+	if d := r.Dataplane; d != nil && !d.Correct() {
+		row := fmt.Sprintf("data plane: of %d, %d folded, %d served, %d served by Traefik alone", d.Fragments, d.Folded, d.Served, d.AloneServed)
+		if len(d.Errors) > 0 {
+			row += "; writer errors, e.g. " + d.Errors[0]
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
 // secs shows a time in seconds, to hundredths below ten seconds, where the
 // references (the floor above all) are short.
 func secs(s float64) string {
@@ -97,6 +145,12 @@ func (r *Report) markdown() string {
 	fmt.Fprintf(&b, "Run on %s with\n\n```sh\n%s\n```\n\n", r.Date, r.Command)
 	fmt.Fprintf(&b, "(%.0f s in all; load average %s at the start, %s at the end; the machine is in the reading below. Ratios, not absolute times, are what carry over. ", r.Seconds, r.Load[0], r.Load[1])
 	fmt.Fprintf(&b, "%s ran as `gatefold manager %s` besides its addresses.)\n", r.Gatefold, strings.Join(r.Params.GatefoldFlags, " "))
+	if fs := r.failures(); len(fs) > 0 {
+		fmt.Fprintf(&b, "\n**The run failed**: %s not correct, so it exited non-zero:\n\n", plural(len(fs), "row"))
+		for _, f := range fs {
+			fmt.Fprintf(&b, "- %s\n", f)
+		}
+	}
 	if len(r.Contention) > 0 {
 		r.contentionMarkdown(&b)
 	}
@@ -240,7 +294,7 @@ func (r *Report) contentionMarkdown(b *strings.Builder) {
 	for _, s := range r.Contention {
 		errs := "none"
 		if all := append(s.Add.Errors, s.Remove.Errors...); len(all) > 0 {
-			errs = fmt.Sprintf("%d or more, e.g. %s", len(all), all[0])
+			errs = fmt.Sprintf("%d, e.g. %s", max(s.Add.WriterErrors+s.Remove.WriterErrors, len(all)), all[0])
 		}
 		if s.Strategy == "floor" {
 			fmt.Fprintf(b, "| %s | – | – | – | %s |\n", s.Strategy, errs)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +178,73 @@ func TestMarkdownShowsOnlyWhatRan(t *testing.T) {
 	}
 }
 
+func TestFailuresNameEachRowNotCorrect(t *testing.T) {
+	p := Params{Routes: 24, Gateways: 2, Writers: 4, PhaseTimeout: 30 * time.Second}
+	ok := Phase{Converged: true}
+	correct := Report{Params: p,
+		Contention: []StrategyResult{{Strategy: "limit", Add: ok, Remove: ok}, {Strategy: "gatefold", Add: ok, Remove: ok}},
+		Admission:  &AdmissionResult{ThroughputWith: Throughput{Creates: 24, Writers: 4}},
+		Scale:      &ScaleResult{Install: InstallResult{Converged: true, Settled: true}, Restart: RestartResult{Converged: true}},
+		Failover:   &FailoverResult{Converged: true},
+		Dataplane:  &DataplaneResult{Fragments: 20, Folded: 20, Served: 20, AloneServed: 20},
+	}
+	tests := map[string]struct {
+		breakIt func(r *Report)
+		want    []string
+	}{
+		"every row correct": {breakIt: func(*Report) {}},
+		"a strategy that did not converge": {
+			breakIt: func(r *Report) { r.Contention[1].Add = Phase{Missing: 3} },
+			want:    []string{"contention gatefold, adding every route: not converged, 3 missing and 0 extra at the end"},
+		},
+		"a converged phase whose writers got errors": {
+			breakIt: func(r *Report) {
+				r.Contention[0].Remove = Phase{Converged: true, WriterErrors: 7, Errors: []string{"writer: conflict"}}
+			},
+			want: []string{"contention limit, removing half: 7 writer errors, e.g. writer: conflict"},
+		},
+		"a phase that did not converge and got writer errors is one row": {
+			breakIt: func(r *Report) {
+				r.Contention[0].Add = Phase{Missing: 1, WriterErrors: 1, Errors: []string{"route-5: refused"}}
+			},
+			want: []string{"contention limit, adding every route: not converged, 1 missing and 0 extra at the end; 1 writer error, e.g. route-5: refused"},
+		},
+		"admission creates that failed": {
+			breakIt: func(r *Report) {
+				r.Admission.ThroughputWith = Throughput{Creates: 24, Writers: 4, Errors: 1, FirstErrorMsg: "denied"}
+			},
+			want: []string{"admission, 24 creates by 4 writers with webhooks: 1 error, e.g. denied"},
+		},
+		"scale and failover that did not converge": {
+			breakIt: func(r *Report) {
+				r.Scale.Install.Settled, r.Scale.Restart.Converged, r.Failover.Converged = false, false, false
+			},
+			want: []string{"scale, first install: not every claim backfilled and the leader quiet within 30s",
+				"scale, warm restart: the new leader did not fold every Gateway within 30s",
+				"failover: the fragment created after the kill was not on its Gateway within 30s"},
+		},
+		"a data plane that did not serve every fragment": {
+			breakIt: func(r *Report) { r.Dataplane.Served = 19 },
+			want:    []string{"data plane: of 20, 20 folded, 19 served, 20 served by Traefik alone"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := correct
+			r.Contention = slices.Clone(correct.Contention)
+			admission, scale, failover, dataplane := *correct.Admission, *correct.Scale, *correct.Failover, *correct.Dataplane
+			r.Admission, r.Scale, r.Failover, r.Dataplane = &admission, &scale, &failover, &dataplane
+			tc.breakIt(&r)
+			if got := r.failures(); !slices.Equal(got, tc.want) {
+				t.Errorf("failures:\ngot  %q\nwant %q", got, tc.want)
+			}
+			if failed := strings.Contains(r.markdown(), "**The run failed**"); failed != (len(tc.want) > 0) {
+				t.Errorf("the report says the run failed: %v, want %v", failed, len(tc.want) > 0)
+			}
+		})
+	}
+}
+
 func TestParseTop(t *testing.T) {
 	out := `File: kube-apiserver
 Type: cpu
@@ -193,5 +261,31 @@ Showing nodes accounting for 860ms, 31.73% of 2710ms total
 	}}
 	if !reflect.DeepEqual(*top, want) {
 		t.Errorf("parseTop:\ngot  %+v\nwant %+v", *top, want)
+	}
+}
+
+func TestParseGoBenchCountsEachPackage(t *testing.T) {
+	out := `goos: linux
+pkg: github.com/gatefold/gatefold/webhook
+--- SKIP: BenchmarkValidateCreate
+PASS
+pkg: github.com/gatefold/gatefold/merger
+BenchmarkFold/fragments=63-2         	     100	   1660411 ns/op
+BenchmarkFold/fragments=1000-2       	       3	  17741197 ns/op
+PASS
+`
+	results, byPackage, err := parseGoBench(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []GoBenchmark{{Name: "BenchmarkFold/fragments=63-2", NsPerOp: 1660411}, {Name: "BenchmarkFold/fragments=1000-2", NsPerOp: 17741197}}
+	if !reflect.DeepEqual(results, want) {
+		t.Errorf("results:\ngot  %+v\nwant %+v", results, want)
+	}
+	if got := byPackage[modulePath+"/webhook"]; got != 0 {
+		t.Errorf("the skipped package gave %d results, want 0", got)
+	}
+	if got := byPackage[modulePath+"/merger"]; got != 2 {
+		t.Errorf("merger gave %d results, want 2", got)
 	}
 }
