@@ -2,6 +2,7 @@ package merger
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -126,19 +127,6 @@ func TestListenerSetsFoldBesideFragments(t *testing.T) {
 	wantAttachedListenerSets(t, gw, 0)
 }
 
-// unchangedFor fails when obj's resourceVersion changes within d: a steady
-// state writes nothing.
-func unchangedFor(t *testing.T, d time.Duration, obj client.Object) {
-	t.Helper()
-	get(t, client.ObjectKeyFromObject(obj), obj)
-	rv := obj.GetResourceVersion()
-	time.Sleep(d)
-	get(t, client.ObjectKeyFromObject(obj), obj)
-	if obj.GetResourceVersion() != rv {
-		t.Errorf("%T %s was written in a steady state: resourceVersion %s became %s", obj, obj.GetName(), rv, obj.GetResourceVersion())
-	}
-}
-
 // foldedListenerSet creates a Gateway of a class gatefold folds and a
 // ListenerSet in another namespace, with a certificate in its own, and waits
 // until gatefold folded it, counted it and granted its Secret.
@@ -184,7 +172,7 @@ func wantGone(t *testing.T, obj client.Object) {
 // comes back at once.
 func TestListenerSetsOfAClassNoLongerFoldedAreReleased(t *testing.T) {
 	gc, gw, ls, grant := foldedListenerSet(t)
-	unchangedFor(t, 2*time.Second, &gwv1.Gateway{ObjectMeta: gw.ObjectMeta})
+	holds(t, 2*time.Second, unwritten(t, &gwv1.GatewayList{}, gw.Namespace))
 
 	if err := env.Client.Delete(ctx, gc); err != nil {
 		t.Fatal(err)
@@ -204,8 +192,7 @@ func TestListenerSetsOfAClassNoLongerFoldedAreReleased(t *testing.T) {
 		return nil
 	})
 	wantGone(t, grant)
-	unchangedFor(t, 2*time.Second, &gwv1.Gateway{ObjectMeta: gw.ObjectMeta})
-	unchangedFor(t, 2*time.Second, &gwv1.ListenerSet{ObjectMeta: ls.ObjectMeta})
+	holds(t, 2*time.Second, unwritten(t, &gwv1.GatewayList{}, gw.Namespace), unwritten(t, &gwv1.ListenerSetList{}, ls.Namespace))
 
 	again := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: gc.Name}, Spec: gc.Spec}
 	create(t, again)
@@ -235,14 +222,18 @@ func TestListenerSetsOfAClassTurnedNativeAreLeftToTheImplementation(t *testing.T
 	}
 	wantListeners(t, gw, "default 8080/HTTP")
 	wantGone(t, grant)
-	time.Sleep(2 * time.Second)
-	stored := &gwv1.ListenerSet{}
-	get(t, client.ObjectKeyFromObject(ls), stored)
-	for _, c := range stored.Status.Conditions {
-		if c.Message != "native" {
-			t.Errorf("gatefold changed the status the implementation now writes: %s is %s/%s %q", c.Type, c.Status, c.Reason, c.Message)
+	holds(t, 2*time.Second, invariant{list: &gwv1.ListenerSetList{}, ns: ls.Namespace, check: func(sets map[string]client.Object) error {
+		stored, ok := sets[ls.Name].(*gwv1.ListenerSet)
+		if !ok {
+			return fmt.Errorf("ListenerSet %s is gone", ls.Name)
 		}
-	}
+		for _, c := range stored.Status.Conditions {
+			if c.Message != "native" {
+				return fmt.Errorf("gatefold changed the status the implementation now writes: %s is %s/%s %q", c.Type, c.Status, c.Reason, c.Message)
+			}
+		}
+		return nil
+	}})
 }
 
 // A ListenerSet moved to a parent that is no Gateway is not folded, and
@@ -310,17 +301,30 @@ func TestListenerSetsOfANativeClassAreLeftAlone(t *testing.T) {
 		}
 		return fmt.Errorf("no ListenerSetsLeftAlone event on GatewayClass %s", class)
 	})
-	// A steady state, not the first seconds: folded again since, the
-	// Gateway still lacks the ListenerSet's listener, which keeps the
-	// status the API server defaulted.
-	time.Sleep(2 * time.Second)
-	got := wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS fragment.example.com")
-	if got.Status.AttachedListenerSets != nil {
-		t.Errorf("gatefold set status.attachedListenerSets = %d on a Gateway whose implementation supports ListenerSets", *got.Status.AttachedListenerSets)
-	}
-	stored := &gwv1.ListenerSet{}
-	get(t, client.ObjectKeyFromObject(ls), stored)
-	if c := meta.FindStatusCondition(stored.Status.Conditions, "Accepted"); c == nil || c.Reason != "Pending" || len(stored.Status.Listeners) != 0 {
-		t.Errorf("gatefold wrote the status of a ListenerSet it must leave alone: %+v", stored.Status)
-	}
+	// A steady state, not the first seconds: folded again and again, the
+	// Gateway never gets the ListenerSet's listener, nor a count of
+	// ListenerSets, and the ListenerSet keeps the status the API server
+	// defaulted.
+	want := []string{"default 8080/HTTP", folded(lf, "web") + " 443/HTTPS fragment.example.com"}
+	holds(t, 2*time.Second, invariant{list: &gwv1.GatewayList{}, ns: infra, check: func(gws map[string]client.Object) error {
+		got, ok := gws[gw.Name].(*gwv1.Gateway)
+		switch {
+		case !ok:
+			return fmt.Errorf("Gateway %s is gone", gw.Name)
+		case got.Status.AttachedListenerSets != nil:
+			return fmt.Errorf("gatefold set status.attachedListenerSets = %d on a Gateway whose implementation supports ListenerSets", *got.Status.AttachedListenerSets)
+		}
+		have := listeners(got)
+		slices.Sort(have)
+		return diffErr(want, have)
+	}}, invariant{list: &gwv1.ListenerSetList{}, ns: shop, check: func(sets map[string]client.Object) error {
+		stored, ok := sets[ls.Name].(*gwv1.ListenerSet)
+		if !ok {
+			return fmt.Errorf("ListenerSet %s is gone", ls.Name)
+		}
+		if c := meta.FindStatusCondition(stored.Status.Conditions, "Accepted"); c == nil || c.Reason != "Pending" || len(stored.Status.Listeners) != 0 {
+			return fmt.Errorf("gatefold wrote the status of a ListenerSet it must leave alone: %+v", stored.Status)
+		}
+		return nil
+	}})
 }

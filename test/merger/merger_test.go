@@ -17,12 +17,12 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/merger"
 	"github.com/gatefold/gatefold/test/fixture"
+	"github.com/gatefold/gatefold/test/testenv"
 )
 
 var ctx = context.Background()
@@ -509,99 +509,68 @@ func diffErr(want, got any) error {
 	return nil
 }
 
-// counter reads a gatefold counter from the manager's metrics registry.
-func counter(t *testing.T, name string, labels map[string]string) float64 {
+// mergerWrites counts the merger's writes of Gateways, ReferenceGrants and
+// ListenerFragments in the namespaces, as the API server's audit log has
+// them: sent, whether or not they changed anything.
+func mergerWrites(t *testing.T, namespaces ...string) int {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
+	events, err := testenv.ReadAuditLog(auditLog)
 	if err != nil {
 		t.Fatal(err)
 	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	metric:
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
-					continue metric
-				}
-			}
-			total += m.GetCounter().GetValue()
+	n := 0
+	for _, e := range events {
+		if e.UserAgent == mergerAgent && slices.Contains(namespaces, e.ObjectRef.Namespace) {
+			n++
 		}
 	}
-	return total
+	return n
 }
 
 func TestSteadyStateMakesNoWrites(t *testing.T) {
 	infra, shop := newNamespace(t, nil), newNamespace(t, map[string]string{"team": "shop"})
 	gw := fixture.Gateway(infra, gwv1.NamespacesFromAll)
 	create(t, gw)
-	var fragments []*v1alpha1.ListenerFragment
 	for i := range 3 {
 		lf := fixture.Fragment(shop, fmt.Sprintf("f%d", i), gw, fixture.HTTPS("web", fmt.Sprintf("f%d.example.com", i)))
 		create(t, lf)
-		fragments = append(fragments, lf)
-	}
-	for _, lf := range fragments {
 		wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
 	}
 	time.Sleep(time.Second) // let the last events settle
-	versions := func() []string {
-		var out []string
-		for _, lf := range fragments {
-			got := &v1alpha1.ListenerFragment{}
-			get(t, client.ObjectKeyFromObject(lf), got)
-			out = append(out, got.ResourceVersion)
-		}
-		return out
-	}
-	before := versions()
-	written := func() float64 {
-		return counter(t, "gatefold_merger_gateway_applies_total", map[string]string{"result": "written"}) +
-			counter(t, "gatefold_merger_gateway_applies_total", map[string]string{"result": "noop"}) +
-			counter(t, "gatefold_merger_status_applies_total", map[string]string{"result": "written"})
-	}
-	writes, skipped := written(), counter(t, "gatefold_merger_gateway_applies_total", map[string]string{"result": "unchanged"})
+	fragments := unwritten(t, &v1alpha1.ListenerFragmentList{}, shop)
+	writes := mergerWrites(t, infra, shop)
 
-	// Events that make the merger fold again without changing anything, one
-	// at a time: the merger folds a burst of events once. The counter is
-	// every Gateway's, so each event is also given well over the debounce.
-	folded := func(want float64) {
+	// Events that make the merger fold the Gateway again without changing
+	// anything, one at a time: the merger folds a burst of events once.
+	key := client.ObjectKeyFromObject(gw)
+	foldedAgain := func(since int) int {
+		t.Helper()
 		eventually(t, func() error {
-			if n := counter(t, "gatefold_merger_gateway_applies_total", map[string]string{"result": "unchanged"}); n < skipped+want {
-				return fmt.Errorf("the merger folded %v times since, want %v", n-skipped, want)
+			if n := folds.of(key); n <= since {
+				return fmt.Errorf("the merger did not fold Gateway %s again", key)
 			}
 			return nil
 		})
-		time.Sleep(time.Second)
+		return folds.of(key)
 	}
+	before := folds.of(key)
 	current := &gwv1.Gateway{}
-	get(t, client.ObjectKeyFromObject(gw), current)
+	get(t, key, current)
 	current.Annotations = map[string]string{"example.com/touched": "yes"}
 	if err := env.Client.Update(ctx, current); err != nil {
 		t.Fatal(err)
 	}
-	folded(1)
+	n := foldedAgain(before)
 	ns := &corev1.Namespace{}
 	get(t, client.ObjectKey{Name: shop}, ns)
 	ns.Labels["touched"] = "yes"
 	if err := env.Client.Update(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	folded(2)
-	time.Sleep(500 * time.Millisecond)
-	if n := written(); n != writes {
-		t.Errorf("The merger made %v writes in a steady state", n-writes)
-	}
-	if diff := cmp.Diff(before, versions()); diff != "" {
-		t.Errorf("Fragments were written in a steady state (-before +after):\n%s", diff)
-	}
-	got := &gwv1.Gateway{}
-	get(t, client.ObjectKeyFromObject(gw), got)
-	if got.ResourceVersion != current.ResourceVersion {
-		t.Errorf("The Gateway was written in a steady state: resourceVersion %s, after our touch %s", got.ResourceVersion, current.ResourceVersion)
+	foldedAgain(n)
+	holds(t, time.Second, fragments, unchanged(&gwv1.GatewayList{}, infra, map[string]string{gw.Name: current.ResourceVersion}))
+	if n := mergerWrites(t, infra, shop); n != writes {
+		t.Errorf("The merger sent %d writes in a steady state", n-writes)
 	}
 }
 

@@ -1,6 +1,7 @@
 package merger
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"regexp"
@@ -15,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -27,6 +27,11 @@ import (
 
 // poolGrace is the --pool-sibling-grace of the tests' merger (main_test.go).
 const poolGrace = 2 * time.Second
+
+// shrinkMargin is how long past its grace an empty sibling may stay: the
+// merger notes it empty on the fold its emptying triggers, a debounce
+// later, and deletes it on a fold it schedules for the grace's end.
+const shrinkMargin = time.Second
 
 // poolHead creates Gateway ns/shared marked as a pool's head, with one own
 // listener (a redirect, say) that its siblings carry too.
@@ -105,63 +110,89 @@ func pool(t *testing.T, head *gwv1.Gateway) map[string]*gwv1.Gateway {
 	return out
 }
 
-// moves watches the namespace's Gateways and records every folded listener
-// that appears on a second Gateway, or leaves its Gateway and comes back:
-// either would cut a route's traffic over behind its back.
+// moves follows the namespace's Gateways and records every folded listener
+// that appears on a second Gateway, or leaves its Gateway and comes back
+// (either would cut a route's traffic over behind its back), and every
+// state in which a hostname is on two Gateways at once. It also notes when
+// each Gateway last lost its last folded listener, and when it went.
 type moves struct {
-	mu    sync.Mutex
-	on    map[gwv1.SectionName]string
-	gone  sets.Set[gwv1.SectionName]
-	moved []string
-	stop  func()
+	mu      sync.Mutex
+	on      map[gwv1.SectionName]string
+	gone    sets.Set[gwv1.SectionName]
+	present map[string]sets.Set[gwv1.SectionName]
+	moved   []string
+	twice   []string
+	emptied map[string]time.Time
+	deleted map[string]time.Time
+	err     error
 }
 
 func watchMoves(t *testing.T, ns string) *moves {
 	t.Helper()
-	watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		t.Fatalf("Creating a watching client: %v", err)
-	}
-	w, err := watcher.Watch(ctx, &gwv1.GatewayList{}, client.InNamespace(ns))
-	if err != nil {
-		t.Fatalf("Watching Gateways: %v", err)
-	}
-	m := &moves{on: map[gwv1.SectionName]string{}, gone: sets.New[gwv1.SectionName](), stop: w.Stop}
-	present := map[string]sets.Set[gwv1.SectionName]{}
+	m := &moves{on: map[gwv1.SectionName]string{}, gone: sets.New[gwv1.SectionName](), present: map[string]sets.Set[gwv1.SectionName]{},
+		emptied: map[string]time.Time{}, deleted: map[string]time.Time{}}
+	watching, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
 	go func() {
-		for ev := range w.ResultChan() {
-			gw, ok := ev.Object.(*gwv1.Gateway)
-			if !ok {
+		defer close(done)
+		err := follow(watching, &gwv1.GatewayList{}, ns, func(gws map[string]client.Object) error {
+			m.seen(ns, gws)
+			return nil
+		})
+		m.mu.Lock()
+		m.err = err
+		m.mu.Unlock()
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	return m
+}
+
+// seen records what changed in a state of the namespace's Gateways. A
+// folded listener is one whose name has the namespace's prefix, unlike the
+// head's own "http" that every Gateway of the pool carries.
+func (m *moves) seen(ns string, gws map[string]client.Object) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	hosts := map[gwv1.Hostname]string{}
+	for name, o := range gws {
+		folded := sets.New[gwv1.SectionName]()
+		for _, l := range o.(*gwv1.Gateway).Spec.Listeners {
+			if !strings.HasPrefix(string(l.Name), ns+"-") {
 				continue
 			}
-			now := sets.New[gwv1.SectionName]()
-			if ev.Type != watch.Deleted {
-				for _, l := range gw.Spec.Listeners {
-					if strings.HasPrefix(string(l.Name), "r") { // a route's, not the own "http"
-						now.Insert(l.Name)
-					}
-				}
+			folded.Insert(l.Name)
+			if l.Hostname == nil {
+				continue
 			}
-			m.mu.Lock()
-			for name := range now {
-				switch at, seen := m.on[name]; {
-				case seen && at != gw.Name:
-					m.moved = append(m.moved, fmt.Sprintf("%s from %s to %s", name, at, gw.Name))
-				case m.gone.Has(name):
-					m.moved = append(m.moved, fmt.Sprintf("%s left %s and came back", name, gw.Name))
-					m.gone.Delete(name)
-				}
-				m.on[name] = gw.Name
+			if other, dup := hosts[*l.Hostname]; dup {
+				m.twice = append(m.twice, fmt.Sprintf("%s on %s and %s", *l.Hostname, min(name, other), max(name, other)))
 			}
-			for name := range present[gw.Name].Difference(now) {
-				m.gone.Insert(name)
-			}
-			present[gw.Name] = now
-			m.mu.Unlock()
+			hosts[*l.Hostname] = name
 		}
-	}()
-	t.Cleanup(w.Stop)
-	return m
+		for l := range folded.Difference(m.present[name]) {
+			switch at, seen := m.on[l]; {
+			case seen && at != name:
+				m.moved = append(m.moved, fmt.Sprintf("%s from %s to %s", l, at, name))
+			case m.gone.Has(l):
+				m.moved = append(m.moved, fmt.Sprintf("%s left %s and came back", l, name))
+				m.gone.Delete(l)
+			}
+			m.on[l] = name
+		}
+		m.gone.Insert(m.present[name].Difference(folded).UnsortedList()...)
+		if folded.Len() == 0 && m.present[name].Len() > 0 {
+			m.emptied[name] = now
+		}
+		m.present[name] = folded
+	}
+	for name, folded := range m.present {
+		if _, ok := gws[name]; !ok {
+			m.gone.Insert(folded.UnsortedList()...)
+			m.deleted[name] = now
+			delete(m.present, name)
+		}
+	}
 }
 
 func (m *moves) check(t *testing.T) {
@@ -171,6 +202,28 @@ func (m *moves) check(t *testing.T) {
 	if len(m.moved) > 0 {
 		t.Errorf("Folded listeners moved or flapped (%d), e.g. %v", len(m.moved), m.moved[:min(5, len(m.moved))])
 	}
+	if len(m.twice) > 0 {
+		t.Errorf("A hostname was on two Gateways of the pool at once (%d times), e.g. %v", len(m.twice), m.twice[:min(5, len(m.twice))])
+	}
+	if m.err != nil {
+		t.Errorf("Following the pool's Gateways: %v", m.err)
+	}
+}
+
+// went waits until the Gateway is gone, and returns when it went and when
+// it last lost its last folded listener (zero if it never did).
+func (m *moves) went(t *testing.T, name string) (emptied, deleted time.Time) {
+	t.Helper()
+	eventually(t, func() error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if deleted = m.deleted[name]; deleted.IsZero() {
+			return fmt.Errorf("Gateway %s is still there", name)
+		}
+		emptied = m.emptied[name]
+		return nil
+	})
+	return emptied, deleted
 }
 
 // checkPool checks every Gateway of the pool: at most 64 listeners, the
@@ -258,17 +311,12 @@ func TestPoolSpreadsAThousandFragments(t *testing.T) {
 	}
 	m.check(t)
 
-	// Settled: no Gateway of the pool is written again.
+	// Settled: no Gateway of the pool is written, made or deleted again.
 	versions := map[string]string{}
 	for name, gw := range gws {
 		versions[name] = gw.ResourceVersion
 	}
-	time.Sleep(3 * time.Second)
-	for name, gw := range pool(t, head) {
-		if gw.ResourceVersion != versions[name] {
-			t.Errorf("Gateway %s was written after the pool settled", name)
-		}
-	}
+	holds(t, 3*time.Second, unchanged(&gwv1.GatewayList{}, ns, versions))
 }
 
 // overflowed creates a pool's head and 64 fragments for it: the 64th lands
@@ -327,13 +375,18 @@ func TestPoolShrinksAfterGrace(t *testing.T) {
 		t.Fatalf("Deleting: %v", err)
 	}
 
-	emptied := time.Now()
+	m := watchMoves(t, ns)
 	if err := env.Client.Delete(ctx, route(ns, head, 63)); err != nil {
 		t.Fatalf("Deleting: %v", err)
 	}
-	wantGone(t, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sibling}})
-	if waited := time.Since(emptied); waited < poolGrace {
-		t.Errorf("The empty sibling was deleted after %s, before its grace of %s", waited, poolGrace)
+	emptied, deleted := m.went(t, sibling)
+	switch waited := deleted.Sub(emptied); {
+	case emptied.IsZero():
+		t.Errorf("The sibling was deleted while it still carried a folded listener")
+	case waited < poolGrace || waited > poolGrace+shrinkMargin:
+		t.Errorf("The empty sibling was deleted %s after it emptied, want its grace of %s, and at most %s more", waited.Round(time.Millisecond), poolGrace, shrinkMargin)
+	default:
+		t.Logf("The empty sibling was deleted %s after it emptied", waited.Round(time.Millisecond))
 	}
 	eventually(t, func() error {
 		list := &eventsv1.EventList{}
@@ -348,6 +401,7 @@ func TestPoolShrinksAfterGrace(t *testing.T) {
 		return fmt.Errorf("no PoolShrank event on the head naming %s", sibling)
 	})
 	checkPool(t, head, landings(t, ns, 63))
+	m.check(t)
 }
 
 // TestUnmarkedHeadDrainsItsSiblings: a head its owner unmarks takes what
@@ -368,13 +422,28 @@ func TestUnmarkedHeadDrainsItsSiblings(t *testing.T) {
 	if c := listenerCondition(st, "web", "Accepted"); c == nil || !strings.Contains(c.Message, "Gateway "+ns+"/shared has 64 of its 64 listeners taken") {
 		t.Errorf("Listener Accepted = %+v, want the head's TooManyListeners", c)
 	}
-	time.Sleep(poolGrace + time.Second)
-	kept := &v1alpha1.ListenerFragment{}
-	get(t, client.ObjectKeyFromObject(route(ns, head, 63)), kept)
-	if gw := kept.Status.Listeners[0].Gateway; gw == nil || string(gw.Name) != landed["r0063"] {
-		t.Errorf("r0063 is on %+v, was on %s", gw, landed["r0063"])
-	}
-	get(t, client.ObjectKey{Namespace: ns, Name: sibling}, &gwv1.Gateway{})
+	// Past the grace, the sibling still carries r0063, whose status says so.
+	kept := route(ns, head, 63)
+	keptListener := v1alpha1.ListenerName(ns, kept.Name, "web")
+	holds(t, poolGrace+time.Second, invariant{list: &gwv1.GatewayList{}, ns: ns, check: func(gws map[string]client.Object) error {
+		gw, ok := gws[sibling]
+		if !ok {
+			return fmt.Errorf("sibling %s was deleted while it carried r0063", sibling)
+		}
+		if !slices.ContainsFunc(gw.(*gwv1.Gateway).Spec.Listeners, func(l gwv1.Listener) bool { return l.Name == keptListener }) {
+			return fmt.Errorf("sibling %s no longer carries r0063: %v", sibling, listeners(gw.(*gwv1.Gateway)))
+		}
+		return nil
+	}}, invariant{list: &v1alpha1.ListenerFragmentList{}, ns: ns, check: func(lfs map[string]client.Object) error {
+		lf, ok := lfs[kept.Name].(*v1alpha1.ListenerFragment)
+		if !ok {
+			return fmt.Errorf("fragment %s is gone", kept.Name)
+		}
+		if len(lf.Status.Listeners) != 1 || lf.Status.Listeners[0].Gateway == nil || string(lf.Status.Listeners[0].Gateway.Name) != landed[kept.Name] {
+			return fmt.Errorf("r0063's status says %+v, it was on %s", lf.Status.Listeners, landed[kept.Name])
+		}
+		return nil
+	}})
 
 	if err := env.Client.Delete(ctx, kept); err != nil {
 		t.Fatalf("Deleting: %v", err)
@@ -432,6 +501,7 @@ func TestRefusedFragmentDoesNotStopAPoolGrowing(t *testing.T) {
 // it carries nothing, and its hostname is never on two Gateways of the pool.
 func TestEmptiedSiblingOfAHeadWithoutOwnListenersGoes(t *testing.T) {
 	ns, head, sibling, _ := overflowed(t)
+	m := watchMoves(t, ns)
 	removeOwnListener(t, head, "http")
 	// The head's own listener left every Gateway of the pool; r0000 takes
 	// its place on the head, so that r0063 stays alone on the sibling.
@@ -451,14 +521,14 @@ func TestEmptiedSiblingOfAHeadWithoutOwnListenersGoes(t *testing.T) {
 	}
 	dup := fixture.Fragment(ns, "dup", head, fixture.HTTPS("web", "r0063.example.com"))
 	create(t, dup)
-	wantGone(t, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sibling}})
-	if waited := time.Since(emptied); waited > poolGrace+5*time.Second {
-		t.Errorf("The sibling went %s after it emptied", waited)
+	if _, deleted := m.went(t, sibling); deleted.Sub(emptied) >= poolGrace {
+		t.Errorf("The sibling went %s after its last fragment was deleted, want at once, not after the grace of %s", deleted.Sub(emptied).Round(time.Millisecond), poolGrace)
 	}
 	st := wantAccepted(t, dup, metav1.ConditionTrue, "Accepted")
 	if gw := st.Status.Listeners[0].Gateway; gw == nil || gw.Name != "shared" {
 		t.Errorf("dup landed on %+v, want the head", gw)
 	}
+	m.check(t)
 }
 
 // TestDeletingTheHeadDeletesThePool: the siblings are controlled by their
