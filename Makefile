@@ -56,6 +56,21 @@ dev: controlplane traefik build ## Run gatefold on a local real control plane un
 test: controlplane traefik verify-generated ## Run every test (unit, fuzz seeds, integration on the real control plane)
 	$(GO) test -count=1 ./...
 
+# Every fuzz target in the module, found by its func line, fuzzed in turn:
+# go test -fuzz takes one target per package run. A failing input is kept
+# under the package's testdata/fuzz, where make test then runs it as a seed.
+FUZZTIME ?= 10s
+FUZZ_TARGETS = git grep --untracked -o -E '^func Fuzz[A-Za-z0-9_]+' -- '*_test.go' | sed -E 's|^(.*)/[^/]*:func (Fuzz.*)$$|./\1 \2|; s|^[^/]*:func (Fuzz.*)$$|. \1|'
+
+.PHONY: fuzz
+fuzz: ## Fuzz each fuzz target for FUZZTIME (10s)
+	@targets=$$($(FUZZ_TARGETS)); \
+	[ -n "$$targets" ] || { echo "No fuzz targets found" >&2; exit 1; }; \
+	while read -r pkg target; do \
+		echo "Fuzzing $$target in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "$$pkg" </dev/null; \
+	done <<<"$$targets"
+
 # Gateway API's own ListenerSet conformance tests, unmodified, against
 # bin/gatefold as installed (test/conformance: a Go module of its own, which
 # make vet and make lint do not reach, so it is vetted here).
