@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/pem"
 	"fmt"
 	"maps"
@@ -24,6 +23,7 @@ import (
 	"github.com/gatefold/gatefold/certs"
 	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/test/fixture"
+	"github.com/gatefold/gatefold/test/testenv"
 )
 
 func waitReady(t *testing.T, url string, log string) {
@@ -40,29 +40,23 @@ func waitReady(t *testing.T, url string, log string) {
 	t.Fatalf("%s is not ready after 60s; log:\n%s", url, b)
 }
 
-// servedCertificate is the certificate the webhook server presents now.
-func servedCertificate(t *testing.T, addr string) (serial, issuer string) {
-	t.Helper()
-	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) // only reading what is served
-	if err != nil {
-		t.Fatalf("Connecting to the webhook server: %v", err)
-	}
-	defer conn.Close()
-	leaf := conn.ConnectionState().PeerCertificates[0]
-	return leaf.SerialNumber.String(), leaf.Issuer.CommonName
-}
-
 // TestSelfSignedCertificatesEndToEnd installs the self-signed overlay, runs
 // the manager out of cluster with --cert-mode=self-signed, and checks that it
 // creates the CA, injects the bundle, and that the API server then calls it
 // over that TLS, through renewals of the serving certificate and a rotation
-// of the CA, without one failed admission request.
+// of the CA, without one failed call: through a relay whose connections are
+// closed before each round of requests, so that every call makes a new
+// handshake with the certificate served then.
 func TestSelfSignedCertificatesEndToEnd(t *testing.T) {
 	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t)})
 	c := env.Client
 	// Lifetimes short enough to renew the serving certificate and rotate the
 	// CA while the test watches.
 	addr := startInstalledManager(t, env, kubeconfig, "--serving-cert-validity=12s", "--ca-validity=36s", "--cert-check-period=500ms")
+	r := startRelay(t, addr)
+	// Pointing the webhooks rewrites them whole: the manager injects the
+	// bundle again.
+	testenv.PointWebhooksAt(t, c, "https://"+r.addr)
 
 	// The CA Secret exists and its bundle is what the webhook configurations trust.
 	ca := &corev1.Secret{}
@@ -71,15 +65,20 @@ func TestSelfSignedCertificatesEndToEnd(t *testing.T) {
 
 	gw := checkFragmentAdmission(t, c)
 
-	// Admission through renewals and a CA rotation.
+	// Admission through renewals and a CA rotation; each handshake the test
+	// makes is judged against the caBundles read before it began.
 	serials, issuers := map[string]bool{}, map[string]bool{}
+	callsBefore := countCalls(t, env.Config, r)
 	end := time.Now().Add(30 * time.Second)
-	requests, failures := probeAdmission(t, c, gw, func() bool {
-		serial, issuer := servedCertificate(t, addr)
-		serials[serial], issuers[issuer] = true, true
+	requests, failures, severed := probeThroughRelay(t, c, gw, r, func() bool {
+		_, bundles := webhookBundles(t, c)
+		leaf := servedCertificate(t, addr)
+		checkTrusted(t, leaf, bundles)
+		serials[leaf.SerialNumber.String()], issuers[leaf.Issuer.CommonName] = true, true
 		return time.Now().After(end)
 	})
-	t.Logf("%d admission requests, %d failed; %d serving certificates, %d CAs seen", requests, failures, len(serials), len(issuers))
+	checkCalls(t, "through the renewals", callsBefore, countCalls(t, env.Config, r), requests, severed)
+	t.Logf("%d creates did not get their answer; %d serving certificates, %d CAs seen", failures, len(serials), len(issuers))
 	if len(serials) < 3 {
 		t.Errorf("Saw %d serving certificates in 30s with a 12s lifetime, want at least 3", len(serials))
 	}
