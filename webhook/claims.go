@@ -514,6 +514,8 @@ func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList
 	}
 	v := newView(s.Cache)
 	var mine []written
+	// versions are the versions the request wrote its claims at, by listener.
+	versions := make([]string, len(req.claims))
 	lastWrite := ""
 	release := func() {
 		// Also after the claim work ran out of time.
@@ -546,7 +548,7 @@ func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList
 			release()
 			return nil, nil
 		}
-		lastWrite = w.version
+		lastWrite, versions[i] = w.version, w.version
 		if w.releasable {
 			mine = append(mine, *w)
 		}
@@ -558,7 +560,7 @@ func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList
 		// no one.
 		return nil, nil
 	}
-	errs, err := s.recheck(ctx, v, req, lastWrite)
+	errs, err := s.recheck(ctx, v, req, versions, lastWrite)
 	if err != nil || len(errs) > 0 {
 		release()
 	}
@@ -579,21 +581,50 @@ func (s *ClaimStore) heldAsIs(p *claimPlan, i int) bool {
 		have.lease.Labels[claimGatewayLabel] == want.Labels[claimGatewayLabel]
 }
 
-// recheck checks the request's listeners again against the claims on its
-// Gateway once this replica's informer has seen the request's last write,
-// at resourceVersion lastWrite, and with it every claim written before: of
-// two racing requests whose tuples conflict under different claim names,
-// the later writer sees the earlier's claim.
-func (s *ClaimStore) recheck(ctx context.Context, v *view, req *claimRequest, lastWrite string) (field.ErrorList, error) {
+// recheck checks each listener the request claimed, at versions[i], again
+// against the claims on its Gateway once this replica's informer has seen
+// the request's last write, at resourceVersion lastWrite, and with it every
+// claim written before. A listener backs off only from a live conflicting
+// claim written before its own: of two racing requests whose tuples
+// conflict under different claim names, the later writer sees the earlier
+// one's claim and backs off, and the earlier one wins. Were both to back off
+// from what they see, a race could leave every request denied.
+func (s *ClaimStore) recheck(ctx context.Context, v *view, req *claimRequest, versions []string, lastWrite string) (field.ErrorList, error) {
 	claims, err := s.claimsOn(ctx, req.gateway, lastWrite)
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.board(ctx, v, req, claims, nil)
-	if err != nil {
-		return nil, err
+	var errs field.ErrorList
+	for i, mine := range versions {
+		if mine == "" {
+			continue
+		}
+		for _, h := range claims {
+			if h.decoded && h.holder.fragment() == req.fragment() {
+				continue
+			}
+			// Versions that cannot be compared count as earlier: backing off
+			// is the safe side.
+			if order, err := resourceversion.CompareResourceVersion(h.lease.ResourceVersion, mine); err == nil && order >= 0 {
+				continue
+			}
+			rh, _ := req.against(h)
+			c := rules.ConflictOf(req.holders[i].Entry, rh)
+			if c == nil {
+				continue
+			}
+			live, err := s.live(ctx, v, h)
+			if err != nil {
+				return nil, err
+			}
+			if live {
+				c.Holder = s.holder(req, h)
+				errs = append(errs, conflictError(i, req.lf.Spec.Listeners[i], c, req.gateway.String(), req.lf.Namespace))
+				break
+			}
+		}
 	}
-	return checkListeners(req.lf, req.gateway.String(), b, req.kept), nil
+	return errs, nil
 }
 
 // take writes listener i's claim: it creates it, or updates the claim the
