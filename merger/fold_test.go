@@ -403,6 +403,10 @@ func TestFoldWithdrawsListenersTheImplementationRefuses(t *testing.T) {
 		{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: 4},
 		{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: 4},
 	}}
+	missingSecret := gwv1.ListenerStatus{Name: web.Name, Conditions: []metav1.Condition{
+		{Type: "ResolvedRefs", Status: metav1.ConditionFalse, Reason: "InvalidCertificateRef", ObservedGeneration: 4, Message: "Error while retrieving certificate: secret not found"},
+		{Type: "Programmed", Status: metav1.ConditionFalse, Reason: "Invalid", ObservedGeneration: 4},
+	}}
 	ownRefused := gwv1.ListenerStatus{Name: "own", Conditions: []metav1.Condition{
 		{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "PortUnavailable", ObservedGeneration: 4},
 	}}
@@ -440,6 +444,22 @@ func TestFoldWithdrawsListenersTheImplementationRefuses(t *testing.T) {
 		"a Gateway refused as a whole withdraws no tenant's": {
 			carried: []gwv1.Listener{web, api}, reported: []gwv1.ListenerStatus{refusal, {Name: api.Name, Conditions: refusal.Conditions}}, gateway: notAccepted,
 			wantWeb: "UnsupportedProtocol/Pending", wantFolded: []gwv1.SectionName{"own", web.Name, api.Name},
+		},
+		"a listener refused for a Secret that does not exist yet stays while cert-manager may issue it": {
+			carried: []gwv1.Listener{web, api}, reported: []gwv1.ListenerStatus{missingSecret, programmed}, gateway: notAccepted,
+			wantWeb: "Accepted/Invalid", wantFolded: []gwv1.SectionName{"own", web.Name, api.Name},
+			wantMemo: &Withdrawal{Since: epoch, Condition: metav1.Condition{Type: "ResolvedRefs", Reason: "InvalidCertificateRef"}, Waiting: true},
+		},
+		"a Secret still missing after the grace withdraws the listener": {
+			carried: []gwv1.Listener{web, api}, reported: []gwv1.ListenerStatus{missingSecret, programmed}, gateway: notAccepted,
+			withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch.Add(-SecretGrace), Condition: metav1.Condition{Type: "ResolvedRefs", Reason: "InvalidCertificateRef"}, Waiting: true}},
+			wantWeb:   "InvalidCertificateRef/Withdrawn", wantFolded: []gwv1.SectionName{"own", api.Name},
+			wantMemo: &Withdrawal{Since: epoch, Condition: metav1.Condition{Type: "ResolvedRefs", Reason: "InvalidCertificateRef"}, Attempts: 1},
+		},
+		"a Secret that came within the grace ends the wait": {
+			carried:   []gwv1.Listener{web, api},
+			withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch.Add(-SecretGrace / 2), Condition: metav1.Condition{Type: "ResolvedRefs", Reason: "InvalidCertificateRef"}, Waiting: true}},
+			wantWeb:   "Accepted/Pending", wantFolded: []gwv1.SectionName{"own", web.Name, api.Name},
 		},
 		"a withdrawn listener stays out until the retry is due": {
 			carried:   []gwv1.Listener{api},
@@ -531,7 +551,7 @@ func TestFoldWithdrawsListenersTheImplementationRefuses(t *testing.T) {
 			switch {
 			case tc.wantMemo == nil && ok:
 				t.Errorf("Withdrawn = %+v, want none", got)
-			case tc.wantMemo != nil && (!ok || !got.Since.Equal(tc.wantMemo.Since) || got.Retrying != tc.wantMemo.Retrying || got.Attempts != tc.wantMemo.Attempts ||
+			case tc.wantMemo != nil && (!ok || !got.Since.Equal(tc.wantMemo.Since) || got.Retrying != tc.wantMemo.Retrying || got.Waiting != tc.wantMemo.Waiting || got.Attempts != tc.wantMemo.Attempts ||
 				got.Condition.Reason != tc.wantMemo.Condition.Reason || got.Condition.Type != tc.wantMemo.Condition.Type):
 				t.Errorf("Withdrawn = %+v (%v), want %+v", got, ok, *tc.wantMemo)
 			}

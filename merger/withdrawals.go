@@ -59,7 +59,18 @@ type Withdrawal struct {
 	// Retrying says the retry is under way: the listener is folded again,
 	// and is withdrawn anew only on a fresh refusal.
 	Retrying bool
+	// Waiting says the listener is refused for a Secret that does not exist
+	// yet and stays folded until SecretGrace after Since: cert-manager may
+	// be issuing it for this very listener.
+	Waiting bool
 }
+
+// SecretGrace is how long a listener refused for a missing Secret
+// (InvalidCertificateRef) stays folded before it is withdrawn: cert-manager's
+// gateway-shim issues a listener's certificate only while the Gateway
+// carries it, so an immediate withdrawal would stop the issuance it waits
+// for.
+const SecretGrace = 2 * time.Minute
 
 // implementationRefusal returns the condition by which the Gateway implementation refuses
 // a listener it reports on: Accepted=False, ResolvedRefs=False or
@@ -156,7 +167,13 @@ func withhold(in *Input, res *Result, lf *v1alpha1.ListenerFragment, generated s
 		key := withdrawalKey(lf, e.Name)
 		l := Listener(lf, e)
 		w, known := in.Withdrawn[key]
-		if c, gw := refusedOn(in, &l, generated); c != nil {
+		c, gw := refusedOn(in, &l, generated)
+		switch {
+		case c != nil && awaitsSecret(c) && (!known || w.Waiting) && (!known || in.Now.Before(w.Since.Add(SecretGrace))):
+			if !known {
+				w, known = Withdrawal{Since: in.Now, Condition: *c, Waiting: true}, true
+			}
+		case c != nil:
 			attempts := 1
 			if known {
 				attempts = w.Attempts + 1
@@ -164,14 +181,16 @@ func withhold(in *Input, res *Result, lf *v1alpha1.ListenerFragment, generated s
 			c.Message = fmt.Sprintf("The implementation of Gateway %s refused it (%s: %s), so gatefold withdrew it and the Gateway's other listeners stay accepted: fix it; a change of the spec, or %v, folds it again",
 				gatewayKey(gw), c.Reason, c.Message, retryAfter(attempts))
 			w, known = Withdrawal{Since: in.Now, Condition: *c, Attempts: attempts}, true
-		} else if known && !w.Retrying && !in.Now.Before(w.Since.Add(retryAfter(w.Attempts))) {
+		case known && w.Waiting:
+			known = false // its Secret came
+		case known && !w.Retrying && !in.Now.Before(w.Since.Add(retryAfter(w.Attempts))):
 			w.Retrying = true
 		}
 		if !known {
 			continue
 		}
 		res.Withdrawn[key] = w
-		if w.Retrying {
+		if w.Retrying || w.Waiting {
 			continue
 		}
 		if out == nil {
@@ -180,6 +199,12 @@ func withhold(in *Input, res *Result, lf *v1alpha1.ListenerFragment, generated s
 		out[i] = rules.Placement{Reason: gwv1.ListenerEntryConditionReason(w.Condition.Reason), Message: w.Condition.Message}
 	}
 	return out
+}
+
+// awaitsSecret says whether the refusal is for a Secret that does not exist
+// yet, which SecretGrace waits for.
+func awaitsSecret(c *metav1.Condition) bool {
+	return c.Type == string(gwv1.ListenerConditionResolvedRefs) && c.Reason == string(gwv1.ListenerReasonInvalidCertificateRef)
 }
 
 // withdrawnConditions are the conditions of a listener withheld after the
@@ -271,7 +296,11 @@ func nextRetry(withdrawn map[WithdrawalKey]Withdrawal, now time.Time) time.Durat
 		if w.Retrying {
 			continue
 		}
-		if d := max(w.Since.Add(retryAfter(w.Attempts)).Sub(now), time.Second); next == 0 || d < next {
+		due := w.Since.Add(retryAfter(w.Attempts))
+		if w.Waiting {
+			due = w.Since.Add(SecretGrace)
+		}
+		if d := max(due.Sub(now), time.Second); next == 0 || d < next {
 			next = d
 		}
 	}
