@@ -581,14 +581,16 @@ func (s *ClaimStore) heldAsIs(p *claimPlan, i int) bool {
 		have.lease.Labels[claimGatewayLabel] == want.Labels[claimGatewayLabel]
 }
 
-// recheck checks each listener the request claimed, at versions[i], again
-// against the claims on its Gateway once this replica's informer has seen
-// the request's last write, at resourceVersion lastWrite, and with it every
-// claim written before. A listener backs off only from a live conflicting
-// claim written before its own: of two racing requests whose tuples
-// conflict under different claim names, the later writer sees the earlier
-// one's claim and backs off, and the earlier one wins. Were both to back off
-// from what they see, a race could leave every request denied.
+// recheck checks each new listener the request claimed, at versions[i],
+// again against the claims on its Gateway once this replica's informer has
+// seen the request's last write, at resourceVersion lastWrite, and with it
+// every claim written before. A listener backs off from a live conflicting
+// claim written before its own, or held by a fragment already stored (whose
+// own update may have rewritten it since): of two racing creates whose
+// tuples conflict under different claim names, the later writer sees the
+// earlier one's claim and backs off, and the earlier one wins. Were both to
+// back off from all they see, a race could leave every request denied.
+// Kept listeners are checked against the fragment's own only, as in check.
 func (s *ClaimStore) recheck(ctx context.Context, v *view, req *claimRequest, versions []string, lastWrite string) (field.ErrorList, error) {
 	claims, err := s.claimsOn(ctx, req.gateway, lastWrite)
 	if err != nil {
@@ -596,21 +598,23 @@ func (s *ClaimStore) recheck(ctx context.Context, v *view, req *claimRequest, ve
 	}
 	var errs field.ErrorList
 	for i, mine := range versions {
-		if mine == "" {
+		if mine == "" || req.kept[i] {
 			continue
 		}
 		for _, h := range claims {
 			if h.decoded && h.holder.fragment() == req.fragment() {
 				continue
 			}
-			// Versions that cannot be compared count as earlier: backing off
-			// is the safe side.
-			if order, err := resourceversion.CompareResourceVersion(h.lease.ResourceVersion, mine); err == nil && order >= 0 {
-				continue
-			}
 			rh, _ := req.against(h)
 			c := rules.ConflictOf(req.holders[i].Entry, rh)
 			if c == nil {
+				continue
+			}
+			first, err := s.cameFirst(ctx, v, h, mine)
+			if err != nil {
+				return nil, err
+			}
+			if !first {
 				continue
 			}
 			live, err := s.live(ctx, v, h)
@@ -625,6 +629,25 @@ func (s *ClaimStore) recheck(ctx context.Context, v *view, req *claimRequest, ve
 		}
 	}
 	return errs, nil
+}
+
+// cameFirst says whether claim h was there before a claim written at
+// version mine: it was written earlier (versions that cannot be compared
+// count as earlier, the safe side), or its holder is stored already.
+func (s *ClaimStore) cameFirst(ctx context.Context, v *view, h *held, mine string) (bool, error) {
+	if order, err := resourceversion.CompareResourceVersion(h.lease.ResourceVersion, mine); err != nil || order < 0 || !h.decoded {
+		return true, nil
+	}
+	lf := &v1alpha1.ListenerFragment{}
+	if err := v.cache.Get(ctx, h.holder.fragment(), lf); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		// Another tenant's fragment: the requester is not told which.
+		logf.FromContext(ctx).Error(err, "Reading the holder of a claim", "claim", klog.KObj(h.lease), "fragment", klog.KRef(h.holder.Namespace, h.holder.Name))
+		return true, fmt.Errorf("reading the holder of claim %s from the informer cache (gatefold's log has the details)", klog.KObj(h.lease))
+	}
+	return lf.UID == h.holder.UID, nil
 }
 
 // take writes listener i's claim: it creates it, or updates the claim the
@@ -645,7 +668,10 @@ func (s *ClaimStore) take(ctx context.Context, v *view, p *claimPlan, i int) (*w
 			return nil, rules.ConflictOf(h.Entry, s.holder(p.req, have)), nil
 		}
 	}
-	for range 5 {
+	// Racers that were denied delete what they created, so under contention
+	// the claim may come and go many times: the request's deadline bounds
+	// the loop, not a count.
+	for ctx.Err() == nil {
 		var err error
 		if have == nil {
 			l := s.Lease(c, h)

@@ -51,8 +51,9 @@ type store struct {
 	calls []string
 	// beforeDelete, when set, runs before a claim is deleted.
 	beforeDelete func(c client.WithWatch, name string)
-	// beforeCreate, when set, runs before a claim is created.
-	beforeCreate func(c client.WithWatch, name string)
+	// beforeCreate, when set, runs before a claim is created, and
+	// afterCreate after it was.
+	beforeCreate, afterCreate func(c client.WithWatch, name string)
 	// failGet, when set, may fail a read of any object.
 	failGet func(key client.ObjectKey, obj client.Object) error
 }
@@ -103,7 +104,11 @@ func newStore(t *testing.T, objs ...client.Object) *store {
 			if s.beforeCreate != nil {
 				s.beforeCreate(c, obj.GetName())
 			}
-			return c.Create(ctx, obj, opts...)
+			err := c.Create(ctx, obj, opts...)
+			if err == nil && s.afterCreate != nil {
+				s.afterCreate(c, obj.GetName())
+			}
+			return err
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			if isClaim(obj) {
@@ -797,6 +802,48 @@ func TestAHolderProvablyDoneWithItsClaimFreesItAtOnce(t *testing.T) {
 				t.Errorf("Holder = %q, want shop/app", got)
 			}
 		})
+	}
+}
+
+// TestRacingClaimBacksOffFromAStoredHolderThatRewroteItsClaim: a stored
+// fragment's claim that its own later request rewrote is newer than a
+// racing request's conflicting claim, yet was there first: the racer backs
+// off. Were the newer version to win, both would be stored.
+func TestRacingClaimBacksOffFromAStoredHolderThatRewroteItsClaim(t *testing.T) {
+	s := newStore(t, tenants(gateway("infra", "shared", gwv1.NamespacesFromAll))...)
+	racer := onShared("blog", "racer", 2, pg)
+	once := false
+	s.beforeCreate = func(_ client.WithWatch, name string) {
+		if name != claimName(pg) || once {
+			return
+		}
+		once = true
+		// The first fragment is admitted and stored between the racer's
+		// check and its claim.
+		s.mustCreate(onShared("shop", "first", 1, web7000))
+	}
+	s.afterCreate = func(c client.WithWatch, name string) {
+		if name != claimName(pg) {
+			return
+		}
+		// The first fragment's own update rewrites its claim.
+		l := &coordinationv1.Lease{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: claimsNS, Name: claimName(web7000)}, l); err != nil {
+			t.Fatal(err)
+		}
+		l.Annotations["rewritten"] = "yes"
+		if err := c.Update(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+		// The racer's replica sees the rewrite when it checks again.
+		if err := s.claims.Claims.caughtUp(context.Background(), l.ResourceVersion); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := s.create(racer)
+	wantErr(t, err, "cannot share a port with TCP")
+	if got := s.holderOf(claimName(pg)); got != "" {
+		t.Errorf("The denied racer still holds its claim: %q", got)
 	}
 }
 
