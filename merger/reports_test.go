@@ -2,16 +2,20 @@ package merger
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/api/v1alpha1"
@@ -127,5 +131,34 @@ func TestEventNoteSaysEachMessageOnce(t *testing.T) {
 				t.Errorf("note = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestFencedLeaderWritesNoStatus: the status applies that no resourceVersion
+// fences (a Gateway's status.attachedListenerSets) are fenced by the lease:
+// a leader that may have lost it sends nothing.
+func TestFencedLeaderWritesNoStatus(t *testing.T) {
+	sent := 0
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme.New()).Build(), interceptor.Funcs{
+		SubResourceApply: func(context.Context, client.Client, string, runtime.ApplyConfiguration, ...client.SubResourceApplyOption) error {
+			sent++
+			return nil
+		},
+	})
+	r := &Reconciler{Client: c, Fence: func() error { return errors.New("the lease was not renewed") }}
+	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "shared"}}
+	if err := r.applyGatewayStatus(context.Background(), gw, gwapply.GatewayStatus().WithAttachedListenerSets(1)); !errors.Is(err, errFenced) {
+		t.Errorf("applyGatewayStatus = %v, want errFenced", err)
+	}
+	lf := &v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "f", ResourceVersion: "1"}}
+	if err := r.applyStatus(context.Background(), lf, v1alpha1.ListenerFragmentStatus{}); !errors.Is(err, errFenced) {
+		t.Errorf("applyStatus = %v, want errFenced", err)
+	}
+	if sent != 0 {
+		t.Errorf("A fenced leader sent %d status applies", sent)
+	}
+	r.Fence = nil
+	if err := r.applyGatewayStatus(context.Background(), gw, gwapply.GatewayStatus().WithAttachedListenerSets(1)); err != nil || sent != 1 {
+		t.Errorf("Unfenced: applyGatewayStatus = %v with %d applies sent, want one", err, sent)
 	}
 }

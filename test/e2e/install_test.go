@@ -373,10 +373,11 @@ func checkSecretReads(t *testing.T, c client.Client, serviceAccount string) {
 	if !allowed("get", installNamespace, "gatefold-webhook-ca") {
 		t.Errorf("%s may not get Secret %s/gatefold-webhook-ca, its CA", user, installNamespace)
 	}
-	for _, verb := range []string{"get", "list", "watch"} {
+	// update and patch answer with the Secret, so they read it too.
+	for _, verb := range []string{"get", "list", "watch", "update", "patch"} {
 		for _, ns := range []string{installNamespace, "default", metav1.NamespaceAll} {
 			name := ""
-			if verb == "get" {
+			if verb != "list" && verb != "watch" {
 				name = "other"
 			}
 			if allowed(verb, ns, name) {

@@ -30,8 +30,10 @@ const poolGrace = 2 * time.Second
 
 // shrinkMargin is how long past its grace an empty sibling may stay: the
 // merger notes it empty on the fold its emptying triggers, a debounce
-// later, and deletes it on a fold it schedules for the grace's end.
-const shrinkMargin = time.Second
+// later, and deletes it on a fold it schedules for the grace's end; two
+// folds of a full pool on a loaded machine. It is shorter than the grace,
+// so a deletion that waited out the grace twice still fails.
+const shrinkMargin = 1500 * time.Millisecond
 
 // poolHead creates Gateway ns/shared marked as a pool's head, with one own
 // listener (a redirect, say) that its siblings carry too.
