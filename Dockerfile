@@ -6,6 +6,7 @@ RUN go mod download
 COPY api/ api/
 COPY certs/ certs/
 COPY cmd/ cmd/
+COPY fold/ fold/
 COPY internal/ internal/
 COPY merger/ merger/
 COPY rules/ rules/

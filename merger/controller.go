@@ -18,6 +18,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/fold"
 	"github.com/gatefold/gatefold/rules"
 )
 
@@ -94,7 +95,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case foldErr != nil:
 		return ctrl.Result{}, foldErr
 	default:
-		for _, h := range Handovers(&in, res) {
+		for _, h := range fold.Handovers(&in, res) {
 			log.FromContext(ctx).Info("Gave a listener's tuple to another source", "gateway", req.NamespacedName,
 				"port", h.Tuple.Port, "group", h.Tuple.Group, "hostname", h.Tuple.Hostname, "from", h.From.String(), "to", h.To.String())
 		}
@@ -102,7 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var w writes
 	for i := range in.Fragments {
 		lf := &in.Fragments[i]
-		r.reportsOf(rules.KindOf(lf)).publish(lf, res.Statuses[keyOf(lf)])
+		r.reportsOf(rules.KindOf(lf)).publish(lf, res.Statuses[rules.SourceOf(lf)])
 		// After a refused apply the Gateway still carries the listeners it
 		// had: their grants must stay as they are.
 		if r.ManageReferenceGrants && gatewayRefused == nil && w.note(r.applyGrant(ctx, lf, in.Gateway, res.Outcomes, false)) {
@@ -113,7 +114,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Only once the Gateway no longer carries their listeners.
 		for i := range in.Deleting {
 			lf := &in.Deleting[i]
-			r.reportsOf(rules.KindOf(lf)).publish(lf, res.Statuses[keyOf(lf)])
+			r.reportsOf(rules.KindOf(lf)).publish(lf, res.Statuses[rules.SourceOf(lf)])
 		}
 	}
 	// Last, so that a refused count holds back no status or grant.
@@ -142,7 +143,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case r.refusals.any(req.NamespacedName) && (r.Resync == 0 || refusalTTL < r.Resync):
 		return ctrl.Result{RequeueAfter: refusalTTL}, nil
 	}
-	if next := nextRetry(res.Withdrawn, in.Now); next > 0 && (r.Resync == 0 || next < r.Resync) {
+	if next := fold.NextRetry(res.Withdrawn, in.Now); next > 0 && (r.Resync == 0 || next < r.Resync) {
 		return ctrl.Result{RequeueAfter: next}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.Resync}, nil
@@ -187,8 +188,8 @@ func (r *Reconciler) fenced() error {
 
 // read gathers the fold's input from the cache, and says what becomes of the
 // Gateway's ListenerSets: only when they are folded does the input hold them.
-func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input, listenerSetMode, error) {
-	in := Input{NamespaceLabels: map[string]map[string]string{}, Grants: map[string][]gwv1.ReferenceGrant{}}
+func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (fold.Input, listenerSetMode, error) {
+	in := fold.Input{NamespaceLabels: map[string]map[string]string{}, Grants: map[string][]gwv1.ReferenceGrant{}}
 	gw := &gwv1.Gateway{}
 	switch err := r.Client.Get(ctx, key, gw); {
 	case apierrors.IsNotFound(err):
@@ -251,7 +252,7 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (Input,
 
 // readReferences reads the labels of the sources' namespaces and the
 // ReferenceGrants of the namespaces their certificates are in.
-func (r *Reconciler) readReferences(ctx context.Context, in *Input) error {
+func (r *Reconciler) readReferences(ctx context.Context, in *fold.Input) error {
 	for _, lf := range in.Fragments {
 		if err := r.readNamespace(ctx, lf.Namespace, in.NamespaceLabels); err != nil {
 			return err

@@ -23,6 +23,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
+	"github.com/gatefold/gatefold/fold"
 	"github.com/gatefold/gatefold/rules"
 )
 
@@ -33,12 +34,12 @@ import (
 // fragment, so it ends. A refusal no fragment causes returns a
 // *gatewayRefusedError with statuses that say so, and is remembered while
 // the Gateway's spec and its fragments stay as they were.
-func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *Input) (Result, error) {
+func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *fold.Input) (fold.Result, error) {
 	foldsTotal.Inc()
 	in.Now = time.Now()
 	in.Rejected = r.refusals.recall(key, in.Fragments, in.Now)
 	in.Withdrawn = r.withdrawals.recall(key, in.Fragments, in.Now)
-	var res Result
+	var res fold.Result
 	defer func() { recordListeners(key, in, res); r.withdrawals.remember(key, res.Withdrawn) }()
 	gw := in.Gateway
 	if gw != nil {
@@ -48,7 +49,7 @@ func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *Inp
 		}
 	}
 	for {
-		res = Fold(*in)
+		res = fold.Fold(*in)
 		if gw == nil || !gw.DeletionTimestamp.IsZero() || in.Head != nil {
 			return res, nil
 		}
@@ -105,19 +106,19 @@ func (e *gatewayRefusedError) Unwrap() error { return e.err }
 // fragment whose listeners the Gateway does not already carry as folded left
 // out with the API server's message, so that no status claims a listener
 // that did not land.
-func refusedByGateway(in *Input, refusedBy types.NamespacedName, err error) Result {
+func refusedByGateway(in *fold.Input, refusedBy types.NamespacedName, err error) fold.Result {
 	msg := fmt.Sprintf("The API server refused gatefold's write to Gateway %s, which its owner must resolve: %v", refusedBy, err)
 	if refusedBy != client.ObjectKeyFromObject(in.Gateway) {
-		msg = fmt.Sprintf("The API server refused gatefold's write to Gateway %s of the pool of Gateway %s, which the head's owner must resolve: %v", refusedBy, gatewayKey(in.Gateway), err)
+		msg = fmt.Sprintf("The API server refused gatefold's write to Gateway %s of the pool of Gateway %s, which the head's owner must resolve: %v", refusedBy, client.ObjectKeyFromObject(in.Gateway), err)
 	}
 	if in.Rejected == nil {
 		in.Rejected = map[rules.Source]string{}
 	}
 	for {
-		res := Fold(*in)
+		res := fold.Fold(*in)
 		more := false
 		for _, o := range res.Outcomes {
-			if _, done := in.Rejected[o.Fragment]; !done && o.GatewayListener != nil && !carries(landedOn(in, o), o.GatewayListener) {
+			if _, done := in.Rejected[o.Fragment]; !done && o.GatewayListener != nil && !fold.Carries(landedOn(in, o), o.GatewayListener) {
 				in.Rejected[o.Fragment] = msg
 				more = true
 			}
@@ -130,7 +131,7 @@ func refusedByGateway(in *Input, refusedBy types.NamespacedName, err error) Resu
 
 // landedOn returns the Gateway of the pool an outcome was folded into, as
 // read; an empty one for a sibling to create.
-func landedOn(in *Input, o Outcome) *gwv1.Gateway {
+func landedOn(in *fold.Input, o fold.Outcome) *gwv1.Gateway {
 	if in.Pool != nil {
 		for _, s := range in.Pool.Siblings {
 			if s.Gateway.Name == o.Gateway {
@@ -157,7 +158,7 @@ func refused(err error) bool {
 // but only if the Gateway takes some set of gatefold's listeners without it
 // (those accepted so far, or none): else the cause is not the fragment's. It
 // costs about 2·r·log2(n) dry runs for r refused fragments of n.
-func (r *Reconciler) bisect(ctx context.Context, t target, res Result) (map[rules.Source]string, error) {
+func (r *Reconciler) bisect(ctx context.Context, t target, res fold.Result) (map[rules.Source]string, error) {
 	type group struct {
 		key       rules.Source
 		listeners []gwv1.Listener
@@ -235,7 +236,7 @@ func (r *Reconciler) bisect(ctx context.Context, t target, res Result) (map[rule
 // a write of its own, and sixteen full Gateways one after another would hold
 // the pool's fold for seconds. It returns the first Gateway, in pool order,
 // a write failed on.
-func (r *Reconciler) applyPool(ctx context.Context, in *Input, res Result) (target, error) {
+func (r *Reconciler) applyPool(ctx context.Context, in *fold.Input, res fold.Result) (target, error) {
 	var changed []target
 	for _, t := range targets(in, res) {
 		if t.changed() {
@@ -317,7 +318,7 @@ type target struct {
 	listeners []gwv1.Listener
 }
 
-func targets(in *Input, res Result) []target {
+func targets(in *fold.Input, res fold.Result) []target {
 	ts := []target{{key: client.ObjectKeyFromObject(in.Gateway), gw: in.Gateway, managed: in.Managed, listeners: res.Listeners}}
 	for _, s := range res.Siblings {
 		ts = append(ts, target{key: types.NamespacedName{Namespace: in.Gateway.Namespace, Name: s.Name}, gw: s.Gateway, managed: s.Managed,

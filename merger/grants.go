@@ -17,6 +17,7 @@ import (
 	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/fold"
 	"github.com/gatefold/gatefold/rules"
 )
 
@@ -46,13 +47,13 @@ func GrantName(lf *v1alpha1.ListenerFragment) string {
 
 // secretsToGrant returns the Secrets in the fragment's namespace that its
 // folded listeners reference, when the Gateway is in another namespace.
-func secretsToGrant(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []Outcome) []string {
+func secretsToGrant(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []fold.Outcome) []string {
 	if gw == nil || gw.Namespace == lf.Namespace {
 		return nil
 	}
 	folded := sets.New[gwv1.SectionName]()
 	for _, o := range outcomes {
-		if o.Fragment == keyOf(lf) && o.Folded() {
+		if o.Fragment == rules.SourceOf(lf) && o.Folded() {
 			folded.Insert(o.Listener)
 		}
 	}
@@ -61,7 +62,7 @@ func secretsToGrant(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []
 		if !folded.Has(e.Name) || e.TLS == nil {
 			continue
 		}
-		for _, ref := range Listener(lf, e).TLS.CertificateRefs {
+		for _, ref := range fold.Listener(lf, e).TLS.CertificateRefs {
 			if group, kind := rules.GroupKindOf(ref); string(*ref.Namespace) == lf.Namespace && group == corev1.GroupName && kind == "Secret" {
 				secrets.Insert(string(ref.Name))
 			}
@@ -77,7 +78,7 @@ func secretsToGrant(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []
 // need to what is granted: the implementation must never see a folded
 // listener whose Secret it may not read yet. Narrowing waits until the
 // listeners that needed the rest are gone.
-func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []Outcome, widenOnly bool) error {
+func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []fold.Outcome, widenOnly bool) error {
 	if err := r.fenced(); err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/fold"
 	"github.com/gatefold/gatefold/rules"
 )
 
@@ -122,7 +123,7 @@ func (a *announced) first(gc *gwv1.GatewayClass) bool {
 
 // readListenerSets adds gw's ListenerSets to the fold's input, as fragments
 // of kind ListenerSet.
-func (r *Reconciler) readListenerSets(ctx context.Context, key types.NamespacedName, in *Input) error {
+func (r *Reconciler) readListenerSets(ctx context.Context, key types.NamespacedName, in *fold.Input) error {
 	list := &gwv1.ListenerSetList{}
 	if err := r.Client.List(ctx, list, client.MatchingFields{rules.ParentIndex: key.String()}, client.DisableReadYourWritesConsistency); err != nil {
 		return fmt.Errorf("listing ListenerSets of Gateway %s: %w", key, err)
@@ -144,7 +145,7 @@ func (r *Reconciler) readListenerSets(ctx context.Context, key types.NamespacedN
 // ListenerSets whose parentRef names no Gateway are indexed apart and no
 // Gateway's fold lists them: every fold takes back what gatefold wrote for
 // them before their parentRef changed.
-func (r *Reconciler) finishListenerSets(ctx context.Context, key types.NamespacedName, gw *gwv1.Gateway, mode listenerSetMode, res Result) error {
+func (r *Reconciler) finishListenerSets(ctx context.Context, key types.NamespacedName, gw *gwv1.Gateway, mode listenerSetMode, res fold.Result) error {
 	errs := []error{r.takeBack(ctx, rules.NoGatewayParent, nil, setsNotFolded)}
 	switch {
 	case mode == setsFolded && gw.DeletionTimestamp.IsZero():
@@ -179,7 +180,7 @@ func (r *Reconciler) takeBack(ctx context.Context, parent string, gw *gwv1.Gatew
 		}
 		switch {
 		case gw == nil && parent != rules.NoGatewayParent && (pending || rules.StatusWritten(ls.ManagedFields)):
-			r.setReports.publish(&ls, notAccepted(&ls, v1alpha1.FragmentReasonParentNotAccepted, fmt.Sprintf("Gateway %s does not exist", parent)))
+			r.setReports.publish(&ls, fold.NotAccepted(&ls, v1alpha1.FragmentReasonParentNotAccepted, fmt.Sprintf("Gateway %s does not exist", parent)))
 		case mode == setsNotFolded && rules.StatusWritten(ls.ManagedFields) && rules.SoleStatusWriter(ls.ManagedFields):
 			errs = append(errs, r.releaseStatus(ctx, &ls))
 		}
@@ -189,7 +190,7 @@ func (r *Reconciler) takeBack(ctx context.Context, parent string, gw *gwv1.Gatew
 
 // attachedListenerSets counts the ListenerSets the fold accepted, as the
 // Gateway's status.attachedListenerSets counts them.
-func attachedListenerSets(res Result) int32 {
+func attachedListenerSets(res fold.Result) int32 {
 	var n int32
 	for src, st := range res.Statuses {
 		if src.Kind == rules.KindListenerSet && meta.IsStatusConditionTrue(st.Conditions, string(v1alpha1.FragmentConditionAccepted)) {
@@ -306,7 +307,7 @@ func (r *Reconciler) releaseStatus(ctx context.Context, ls *v1alpha1.ListenerFra
 			return err // a status write, which folds nothing: the reconcile retries
 		}
 		statusApplies.WithLabelValues(resultError).Inc()
-		return fmt.Errorf("releasing the status of %s: %w", keyOf(ls), err)
+		return fmt.Errorf("releasing the status of %s: %w", rules.SourceOf(ls), err)
 	}
 	statusApplies.WithLabelValues(resultWritten).Inc()
 	log.FromContext(ctx).Info("Released the status of a ListenerSet gatefold no longer folds", "listenerSet", klog.KObj(ls))

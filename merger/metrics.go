@@ -5,6 +5,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/fold"
 )
 
 // Results of a write, as the *_applies_total metrics count them.
@@ -57,7 +59,7 @@ func init() {
 
 // recordListeners sets the per-state listener gauges of one Gateway, and
 // drops them when the Gateway is gone.
-func recordListeners(key types.NamespacedName, in *Input, res Result) {
+func recordListeners(key types.NamespacedName, in *fold.Input, res fold.Result) {
 	if in.Pool == nil {
 		poolGateways.DeleteLabelValues(key.String())
 	} else {

@@ -89,7 +89,7 @@ func (m *refusalMemo) recall(gateway types.NamespacedName, fragments []v1alpha1.
 	out := map[rules.Source]string{}
 	kept := map[rules.Source]refusal{}
 	for i := range fragments {
-		k := keyOf(&fragments[i])
+		k := rules.SourceOf(&fragments[i])
 		if r, ok := held[k]; ok && r.uid == fragments[i].UID && r.generation == fragments[i].Generation && now.Sub(r.at) < refusalTTL {
 			out[k] = r.message
 			kept[k] = r
@@ -110,7 +110,7 @@ func (m *refusalMemo) remember(gateway types.NamespacedName, fragments []v1alpha
 		m.byGateway[gateway] = map[rules.Source]refusal{}
 	}
 	for i := range fragments {
-		k := keyOf(&fragments[i])
+		k := rules.SourceOf(&fragments[i])
 		if msg, ok := refused[k]; ok {
 			m.byGateway[gateway][k] = refusal{uid: fragments[i].UID, generation: fragments[i].Generation, message: msg, at: now}
 		}

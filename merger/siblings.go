@@ -18,11 +18,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/gatefold/gatefold/fold"
 	"github.com/gatefold/gatefold/rules"
 )
 
 // The merger reads and writes a pool's siblings here; where sources land is
-// the fold's (pool.go).
+// the fold's (fold/pool.go).
 
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=create;update;delete
 
@@ -30,7 +31,7 @@ import (
 // names taken in its namespace. A Gateway that is not marked and has no
 // siblings heads none. One no longer marked keeps its siblings, and what
 // they carry, but does not grow, and lets them empty.
-func (r *Reconciler) readPool(ctx context.Context, in *Input) error {
+func (r *Reconciler) readPool(ctx context.Context, in *fold.Input) error {
 	gw := in.Gateway
 	list := &gwv1.GatewayList{}
 	if rules.PoolHead(gw) {
@@ -45,7 +46,7 @@ func (r *Reconciler) readPool(ctx context.Context, in *Input) error {
 		// every other Gateway's fold waits on no one's writes.
 		return fmt.Errorf("listing the siblings of Gateway %s: %w", klog.KObj(gw), err)
 	}
-	p := &Pool{Names: sets.New[string]()}
+	p := &fold.Pool{Names: sets.New[string]()}
 	for i := range list.Items {
 		sib := &list.Items[i]
 		p.Names.Insert(sib.Name)
@@ -53,13 +54,13 @@ func (r *Reconciler) readPool(ctx context.Context, in *Input) error {
 			continue
 		}
 		managed := rules.ManagedListeners(sib)
-		p.Siblings = append(p.Siblings, Sibling{Gateway: sib, Managed: managed,
+		p.Siblings = append(p.Siblings, fold.Sibling{Gateway: sib, Managed: managed,
 			CarriedSince: r.carried.observe(client.ObjectKeyFromObject(sib), sib, managed)})
 	}
 	if !rules.PoolHead(gw) && len(p.Siblings) == 0 {
 		return nil
 	}
-	slices.SortFunc(p.Siblings, func(a, b Sibling) int {
+	slices.SortFunc(p.Siblings, func(a, b fold.Sibling) int {
 		return rules.SiblingIndex(gw.Name, a.Gateway.Name) - rules.SiblingIndex(gw.Name, b.Gateway.Name)
 	})
 	p.NoGrowth = r.pools.recall(client.ObjectKeyFromObject(gw), time.Now())
@@ -83,7 +84,7 @@ func headOfSibling(o client.Object) []string {
 // grace period, and returns when to look again at those that will. A
 // sibling this fold wrote is left for the next: the delete is fenced by the
 // resourceVersion the fold read.
-func (r *Reconciler) prune(ctx context.Context, in *Input, res Result) (time.Duration, error) {
+func (r *Reconciler) prune(ctx context.Context, in *fold.Input, res fold.Result) (time.Duration, error) {
 	var next time.Duration
 	now := time.Now()
 	for _, t := range targets(in, res)[1:] {

@@ -1,4 +1,4 @@
-package merger
+package fold
 
 import (
 	"fmt"
@@ -113,7 +113,7 @@ func Fold(in Input) Result {
 	if in.Gateway == nil {
 		for i := range fragments {
 			lf := &fragments[i]
-			res.Statuses[keyOf(lf)] = notAccepted(lf, v1alpha1.FragmentReasonParentNotAccepted,
+			res.Statuses[keyOf(lf)] = NotAccepted(lf, v1alpha1.FragmentReasonParentNotAccepted,
 				fmt.Sprintf("Gateway %s does not exist", rules.ParentOf(lf)))
 		}
 		return res
@@ -126,18 +126,18 @@ func Fold(in Input) Result {
 		// A sibling carries its head's allowedListeners; a namespace it does
 		// not admit learns nothing of the pool.
 		if allowed, why := rules.NamespaceAllowed(in.Gateway, lf.Namespace, in.NamespaceLabels[lf.Namespace]); !allowed {
-			res.Statuses[keyOf(lf)] = notAccepted(lf, v1alpha1.FragmentReasonNotAllowed,
+			res.Statuses[keyOf(lf)] = NotAccepted(lf, v1alpha1.FragmentReasonNotAllowed,
 				fmt.Sprintf("Gateway %s does not allow listeners from namespace %s: %s", gatewayKey(in.Gateway), lf.Namespace, why))
 			continue
 		}
 		if in.Head != nil {
-			res.Statuses[keyOf(lf)] = notAccepted(lf, v1alpha1.FragmentReasonNotAllowed,
+			res.Statuses[keyOf(lf)] = NotAccepted(lf, v1alpha1.FragmentReasonNotAllowed,
 				fmt.Sprintf("Gateway %s is a Gateway gatefold created for the pool of Gateway %s: set spec.parentRef.name to %s, and gatefold places the listeners on a Gateway of the pool (status.listeners[].gateway says which)",
 					gatewayKey(in.Gateway), in.Head, in.Head.Name))
 			continue
 		}
 		if msg, rejected := in.Rejected[keyOf(lf)]; rejected {
-			res.Statuses[keyOf(lf)] = notAccepted(lf, v1alpha1.FragmentReasonListenersNotValid,
+			res.Statuses[keyOf(lf)] = NotAccepted(lf, v1alpha1.FragmentReasonListenersNotValid,
 				fmt.Sprintf("The API server refused this %s's listeners on Gateway %s: %s", rules.KindOf(lf), gatewayKey(in.Gateway), msg))
 			continue
 		}

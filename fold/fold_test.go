@@ -1,4 +1,4 @@
-package merger
+package fold
 
 import (
 	"fmt"
@@ -523,11 +523,16 @@ func TestFoldWithdrawsListenersTheImplementationRefuses(t *testing.T) {
 			if tc.status != nil {
 				lf.Status = *tc.status
 			}
-			shared := types.NamespacedName{Namespace: "infra", Name: "shared"}
-			m := &withdrawalMemo{}
-			m.remember(shared, tc.withdrawn)
+			// As the merger recalls them: its memory, then what the status records.
+			withdrawn := map[WithdrawalKey]Withdrawal{}
+			maps.Copy(withdrawn, tc.withdrawn)
+			for k, w := range WithdrawalsInStatus(&lf, epoch) {
+				if _, known := withdrawn[k]; !known {
+					withdrawn[k] = w
+				}
+			}
 			in := Input{Gateway: gw, Fragments: []v1alpha1.ListenerFragment{lf}, Managed: sets.New(web.Name, api.Name),
-				Withdrawn: m.recall(shared, []v1alpha1.ListenerFragment{lf}, epoch), Now: epoch}
+				Withdrawn: withdrawn, Now: epoch}
 			res := Fold(in)
 			names := []gwv1.SectionName{"own"}
 			for _, l := range res.Listeners {

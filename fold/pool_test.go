@@ -1,4 +1,4 @@
-package merger
+package fold
 
 import (
 	"fmt"

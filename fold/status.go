@@ -1,4 +1,4 @@
-package merger
+package fold
 
 import (
 	"fmt"
@@ -41,9 +41,9 @@ func replaceCondition(conds []metav1.Condition, c metav1.Condition) []metav1.Con
 	return append(conds, c)
 }
 
-// notAccepted is the status of a fragment none of whose listeners the fold
+// NotAccepted is the status of a fragment none of whose listeners the fold
 // considered.
-func notAccepted(lf *v1alpha1.ListenerFragment, reason v1alpha1.FragmentConditionReason, msg string) v1alpha1.ListenerFragmentStatus {
+func NotAccepted(lf *v1alpha1.ListenerFragment, reason v1alpha1.FragmentConditionReason, msg string) v1alpha1.ListenerFragmentStatus {
 	return v1alpha1.ListenerFragmentStatus{Conditions: []metav1.Condition{
 		condition(v1alpha1.FragmentConditionAccepted, metav1.ConditionFalse, reason, lf.Generation, msg),
 		condition(v1alpha1.FragmentConditionProgrammed, metav1.ConditionFalse, reason, lf.Generation, "Not accepted: "+msg),
@@ -54,7 +54,7 @@ func notAccepted(lf *v1alpha1.ListenerFragment, reason v1alpha1.FragmentConditio
 // listeners, so no route controller follows it to a Gateway.
 func deleting(lf *v1alpha1.ListenerFragment) v1alpha1.ListenerFragmentStatus {
 	msg := fmt.Sprintf("This %s is being deleted: gatefold withdrew its listeners from Gateway %s", rules.KindOf(lf), rules.ParentOf(lf))
-	st := notAccepted(lf, v1alpha1.FragmentReasonDeleting, msg)
+	st := NotAccepted(lf, v1alpha1.FragmentReasonDeleting, msg)
 	st.Conditions[1].Message = msg
 	for _, l := range lf.Spec.Listeners {
 		st.Listeners = append(st.Listeners, v1alpha1.ListenerStatus{Name: l.Name, Conditions: []metav1.Condition{
@@ -66,8 +66,8 @@ func deleting(lf *v1alpha1.ListenerFragment) v1alpha1.ListenerFragmentStatus {
 	return st
 }
 
-// carries says whether the Gateway's spec holds listener l exactly as folded.
-func carries(gw *gwv1.Gateway, l *gwv1.Listener) bool {
+// Carries says whether the Gateway's spec holds listener l exactly as folded.
+func Carries(gw *gwv1.Gateway, l *gwv1.Listener) bool {
 	return slices.ContainsFunc(gw.Spec.Listeners, func(c gwv1.Listener) bool { return equality.Semantic.DeepEqual(c, *l) })
 }
 
@@ -76,7 +76,7 @@ func carries(gw *gwv1.Gateway, l *gwv1.Listener) bool {
 // is, and only conditions observed at or after `since`, the generation that
 // first carried it; else nothing, and the listener stays Pending.
 func reportedFor(gw *gwv1.Gateway, l *gwv1.Listener, since int64) (gwv1.ListenerStatus, bool) {
-	if !carries(gw, l) {
+	if !Carries(gw, l) {
 		return gwv1.ListenerStatus{}, false
 	}
 	for _, s := range gw.Status.Listeners {
@@ -186,10 +186,10 @@ func fragmentStatus(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, since map[g
 		if rules.KindOf(lf) == rules.KindListenerSet {
 			reason = v1alpha1.FragmentReasonListenersNotValid
 		}
-		st.Conditions = notAccepted(lf, reason,
+		st.Conditions = NotAccepted(lf, reason,
 			fmt.Sprintf("No room for the %s's %d listeners: %s", rules.KindOf(lf), len(outcomes), outcomes[0].Message)).Conditions
 	case folded == 0:
-		st.Conditions = notAccepted(lf, v1alpha1.FragmentReasonListenersNotValid,
+		st.Conditions = NotAccepted(lf, v1alpha1.FragmentReasonListenersNotValid,
 			"No listener could be folded: see status.listeners").Conditions
 	default:
 		msg := fmt.Sprintf("Folded %d listeners into Gateway %s", folded, gwKey)
