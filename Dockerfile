@@ -5,6 +5,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY api/ api/
 COPY certs/ certs/
+COPY claims/ claims/
 COPY cmd/ cmd/
 COPY fold/ fold/
 COPY internal/ internal/

@@ -14,6 +14,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/claims"
 	"github.com/gatefold/gatefold/rules"
 )
 
@@ -53,7 +54,7 @@ func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission
 		fragments = append(fragments, listenerSets...)
 	}
 	if err == nil {
-		placed, err = newView(v.cache).placed(ctx, gw, fragments)
+		placed, err = claims.NewView(v.cache).Placed(ctx, gw, fragments)
 	}
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "Checking a Gateway's listeners against its ListenerFragments", "gateway", klog.KObj(gw))

@@ -9,13 +9,14 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/claims"
 	"github.com/gatefold/gatefold/rules"
 )
 
 // The Gateway API rules themselves live in package rules; this file turns
 // their answers into the field errors kubectl prints. The admission plumbing
-// (validator.go) reads what they need and the claim store (claims.go) makes
-// the duplicate decision race-free.
+// (validator.go) reads what they need and package claims makes the
+// duplicate decision race-free.
 
 var listenersPath = field.NewPath("spec", "listeners")
 
@@ -54,21 +55,17 @@ func CheckAgainstBoard(lf *v1alpha1.ListenerFragment, gateway string, own *rules
 // may have taken such a tuple since; the merger reports that listener
 // Conflicted, and the fragment's other listeners stay editable.
 func checkListeners(lf *v1alpha1.ListenerFragment, gateway string, others *rules.Board, kept []bool) field.ErrorList {
-	all, mine := others.Clone(), rules.NewBoard()
+	return conflictErrors(lf, gateway, claims.Conflicts(lf, others, kept))
+}
+
+// conflictErrors turns the conflicts of a fragment's listeners on Gateway
+// gateway, by listener index (nil where there is none), into field errors.
+func conflictErrors(lf *v1alpha1.ListenerFragment, gateway string, conflicts []*rules.Conflict) field.ErrorList {
 	var errs field.ErrorList
-	for i, l := range lf.Spec.Listeners {
-		e := entryOf(l)
-		against := all
-		if i < len(kept) && kept[i] {
-			against = mine
+	for i, c := range conflicts {
+		if c != nil {
+			errs = append(errs, conflictError(i, lf.Spec.Listeners[i], c, gateway, lf.Namespace))
 		}
-		if c := against.Conflict(e); c != nil {
-			errs = append(errs, conflictError(i, l, c, gateway, lf.Namespace))
-			continue
-		}
-		h := rules.HolderOf(lf, l)
-		all.Take(h)
-		mine.Take(h)
 	}
 	return errs
 }

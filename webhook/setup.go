@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/rest"
@@ -20,7 +21,23 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/claims"
 )
+
+// AdmissionLabel on a namespace, set to AdmissionDisabled, keeps gatefold's
+// webhooks away from the namespace's fragments (config/webhook selects on
+// it), for break-glass repairs. Its fragments hold no new claims until the
+// label goes; then the collector backfills them.
+const (
+	AdmissionLabel    = "gatefold.dev/admission"
+	AdmissionDisabled = "disabled"
+)
+
+// optedOut says whether a namespace, by its labels, keeps gatefold's
+// webhooks away (AdmissionLabel).
+func optedOut(namespaceLabels map[string]string) bool {
+	return namespaceLabels[AdmissionLabel] == AdmissionDisabled
+}
 
 // Options configure the webhooks.
 type Options struct {
@@ -72,20 +89,20 @@ type Options struct {
 // informer, which it runs on every replica; and it adds the readiness check
 // "informers", which fails until they have all synced: the manager starts
 // the webhook server before the caches.
-func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
+func Setup(mgr ctrl.Manager, opts Options) (*claims.Store, error) {
 	informers, err := webhookInformers(mgr.GetCache(), opts.ListenerSetControllers.Len() > 0)
 	if err != nil {
 		return nil, err
 	}
-	claims, err := newClaimStore(mgr, opts)
+	store, err := newClaimStore(mgr, opts)
 	if err != nil {
 		return nil, err
 	}
-	informers["claims"] = claims.Claims
-	if err := watchDeletions(mgr.GetCache(), claims); err != nil {
+	informers["claims"] = store.Claims
+	if err := watchDeletions(mgr.GetCache(), store); err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(claims.Claims); err != nil {
+	if err := mgr.Add(store.Claims); err != nil {
 		return nil, fmt.Errorf("adding the claims informer: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("informers", informersSynced(informers)); err != nil {
@@ -93,7 +110,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.ListenerFragment{}).
 		WithDefaulter(fragmentDefaulter{}).
-		WithValidator(&fragmentValidator{cache: mgr.GetCache(), claims: claims, listenerSetControllers: opts.ListenerSetControllers}).
+		WithValidator(&fragmentValidator{cache: mgr.GetCache(), claims: store, listenerSetControllers: opts.ListenerSetControllers}).
 		Complete(); err != nil {
 		return nil, err
 	}
@@ -103,10 +120,10 @@ func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 		return nil, err
 	}
 	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		claims.Run(ctx, opts.CollectPeriod, opts.Fence)
+		store.Run(ctx, opts.CollectPeriod, opts.Fence)
 		return nil
 	}))
-	return claims, err
+	return store, err
 }
 
 // newClaimStore returns the claim store of opts, with its client and its
@@ -117,7 +134,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 // client-side limit (20 requests a second) made every create past a short
 // burst wait for it; the API server's priority and fairness still limits
 // them.
-func newClaimStore(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
+func newClaimStore(mgr ctrl.Manager, opts Options) (*claims.Store, error) {
 	cfg := rest.CopyConfig(mgr.GetConfig())
 	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
 	c, err := client.New(cfg, client.Options{
@@ -126,15 +143,15 @@ func newClaimStore(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the claims client: %w", err)
 	}
-	lw, err := ClaimListWatch(cfg, mgr.GetHTTPClient(), opts.ClaimsNamespace)
+	lw, err := claims.ListWatch(cfg, mgr.GetHTTPClient(), opts.ClaimsNamespace)
 	if err != nil {
 		return nil, err
 	}
-	informer, err := NewClaimInformer(lw)
+	informer, err := claims.NewInformer(lw)
 	if err != nil {
 		return nil, err
 	}
-	return &ClaimStore{
+	return &claims.Store{
 		Client:    c,
 		Claims:    informer,
 		Reader:    c,
@@ -142,6 +159,7 @@ func newClaimStore(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 		Namespace: opts.ClaimsNamespace,
 		Grace:     opts.ClaimGrace,
 		Period:    opts.CollectPeriod,
+		OptedOut:  optedOut,
 	}, nil
 }
 
@@ -152,7 +170,7 @@ func newClaimStore(mgr ctrl.Manager, opts Options) (*ClaimStore, error) {
 // with itself.
 func webhookInformers(c cache.Informers, listenerSets bool) (map[string]syncer, error) {
 	ns := &metav1.PartialObjectMetadata{}
-	ns.SetGroupVersionKind(namespaceGVK)
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
 	informers := map[string]syncer{}
 	objs := map[string]client.Object{
 		"Gateways":          &gwv1.Gateway{},
@@ -175,7 +193,7 @@ func webhookInformers(c cache.Informers, listenerSets bool) (map[string]syncer, 
 
 // watchDeletions tells the claim store of every fragment the cache sees
 // deleted, so that its claims protect nothing from then on.
-func watchDeletions(c cache.Informers, claims *ClaimStore) error {
+func watchDeletions(c cache.Informers, store *claims.Store) error {
 	i, err := c.GetInformer(context.Background(), &v1alpha1.ListenerFragment{}, cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("creating the informer of ListenerFragments: %w", err)
@@ -185,7 +203,7 @@ func watchDeletions(c cache.Informers, claims *ClaimStore) error {
 			obj = d.Obj
 		}
 		if lf, ok := obj.(*v1alpha1.ListenerFragment); ok {
-			claims.FragmentDeleted(lf.UID)
+			store.FragmentDeleted(lf.UID)
 		}
 	}})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/claims"
 	"github.com/gatefold/gatefold/rules"
 )
 
@@ -26,7 +27,7 @@ var fragmentGK = v1alpha1.GroupVersion.WithKind("ListenerFragment").GroupKind()
 // claims for the fragment's listeners.
 type fragmentValidator struct {
 	cache  client.Reader
-	claims *ClaimStore
+	claims *claims.Store
 	// listenerSetControllers are those of the GatewayClasses whose
 	// ListenerSets gatefold folds.
 	listenerSetControllers sets.Set[string]
@@ -102,18 +103,18 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 	gwKey := rules.ParentOf(lf)
 	var warnings admission.Warnings
 	var errs field.ErrorList
-	view := newView(v.cache)
-	gw, err := view.gateway(ctx, gwKey)
+	view := claims.NewView(v.cache)
+	gw, err := view.Gateway(ctx, gwKey)
 	if err != nil {
 		return nil, v.internal(ctx, lf, err)
 	}
-	req := newClaimRequest(lf, old == nil)
-	req.kept = keptListeners(old, lf)
+	kept := keptListeners(old, lf)
+	req := claims.NewRequest(lf, old == nil, kept)
 	base := rules.NewBoard()
 	if gw == nil {
 		warnings = append(warnings, fmt.Sprintf("Gateway %s does not exist yet: the listeners are claimed and folded once it is created", gwKey))
 	} else {
-		labels, _, err := view.namespaceLabels(ctx, lf.Namespace)
+		labels, _, err := view.NamespaceLabels(ctx, lf.Namespace)
 		if err != nil {
 			return nil, v.internal(ctx, lf, err)
 		}
@@ -138,29 +139,29 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 	}
 	errs = append(errs, CheckCertificateRefs(lf, grants)...)
 	if gw == nil || len(errs) > 0 {
-		return warnings, invalid(lf, append(errs, checkListeners(lf, gwKey.String(), base, req.kept)...))
+		return warnings, invalid(lf, append(errs, checkListeners(lf, gwKey.String(), base, kept)...))
 	}
 
 	// One deadline for the claim work, not one per wait.
-	ctx, cancel := context.WithTimeout(ctx, claimWait)
+	ctx, cancel := context.WithTimeout(ctx, claims.Wait)
 	defer cancel()
-	plan, errs, err := v.claims.check(ctx, req, base)
+	plan, conflicts, err := v.claims.Check(ctx, req, base)
 	if err != nil {
 		return warnings, v.internal(ctx, lf, err)
 	}
-	if len(errs) > 0 {
-		return warnings, invalid(lf, errs)
+	if conflicts != nil {
+		return warnings, invalid(lf, conflictErrors(lf, gwKey.String(), conflicts))
 	}
 	if ar, err := admission.RequestFromContext(ctx); err == nil && ptr.Deref(ar.DryRun, false) {
 		return warnings, nil
 	}
-	if errs, err = v.claims.acquire(ctx, plan); err != nil {
+	if conflicts, err = v.claims.Acquire(ctx, plan); err != nil {
 		if apierrors.IsConflict(err) {
 			return warnings, err
 		}
 		return warnings, v.internal(ctx, lf, err)
 	}
-	return warnings, invalid(lf, errs)
+	return warnings, invalid(lf, conflictErrors(lf, gwKey.String(), conflicts))
 }
 
 // storedBoard returns a board of what the request is checked against besides
@@ -177,7 +178,7 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 // opted-out namespace's), or a ListenerSet's, which is stored whatever it
 // conflicts with as upstream's are, is on no Gateway and blocks no one.
 // Claims stay what makes the decision race-free between fragments.
-func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv1.Gateway, lf *v1alpha1.ListenerFragment) (*rules.Board, int, error) {
+func (v *fragmentValidator) storedBoard(ctx context.Context, view *claims.View, gw *gwv1.Gateway, lf *v1alpha1.ListenerFragment) (*rules.Board, int, error) {
 	fragments, err := fragmentsOf(ctx, v.cache, gw)
 	if err != nil {
 		return nil, 0, err
@@ -194,7 +195,7 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *view, gw *gwv
 		// head's room, every stored source the fold places holds its tuples.
 		b.Unlimited()
 	}
-	placed, err := view.placed(ctx, gw, fragments)
+	placed, err := view.Placed(ctx, gw, fragments)
 	if err != nil {
 		// Another tenant's namespace: the requester is not told which.
 		logf.FromContext(ctx).Error(err, "Reading the namespaces of the stored ListenerFragments of a Gateway", "gateway", klog.KObj(gw))

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/claims"
 	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/rules"
@@ -120,7 +121,7 @@ func validatorWithFragments(ctx context.Context, b *testing.B, cfg *rest.Config,
 		b.Fatal(err)
 	}
 	namespaces := &metav1.PartialObjectMetadata{}
-	namespaces.SetGroupVersionKind(namespaceGVK)
+	namespaces.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
 	for _, obj := range []client.Object{&v1alpha1.ListenerFragment{}, &gwv1.Gateway{}, namespaces, &gwv1.ReferenceGrant{}} {
 		if _, err := informers.GetInformer(ctx, obj); err != nil {
 			b.Fatal(err)
@@ -132,31 +133,31 @@ func validatorWithFragments(ctx context.Context, b *testing.B, cfg *rest.Config,
 	}
 	lf := fragment(ns, "new", entry("web", 443, gwv1.HTTPSProtocolType, "new.example.com"))
 	lf.Spec.ParentRef = gwv1.ParentGatewayReference{Name: "gw-0"}
-	claims := startClaimInformer(ctx, b, cfg)
-	return &fragmentValidator{cache: informers, claims: &ClaimStore{Client: c, Claims: claims, Reader: c, Cache: informers, Namespace: claimsNS, Grace: time.Minute}}, lf
+	informer := startClaimInformer(ctx, b, cfg)
+	return &fragmentValidator{cache: informers, claims: &claims.Store{Client: c, Claims: informer, Reader: c, Cache: informers, Namespace: claimsNS, Grace: time.Minute}}, lf
 }
 
 // startClaimInformer runs a claim informer on the real control plane until
 // ctx ends, and waits until it has synced.
-func startClaimInformer(ctx context.Context, b *testing.B, cfg *rest.Config) *ClaimInformer {
+func startClaimInformer(ctx context.Context, b *testing.B, cfg *rest.Config) *claims.Informer {
 	b.Helper()
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	lw, err := ClaimListWatch(cfg, hc, claimsNS)
+	lw, err := claims.ListWatch(cfg, hc, claimsNS)
 	if err != nil {
 		b.Fatal(err)
 	}
-	claims, err := NewClaimInformer(lw)
+	informer, err := claims.NewInformer(lw)
 	if err != nil {
 		b.Fatal(err)
 	}
-	go func() { _ = claims.Start(ctx) }()
-	if err := claims.caughtUp(ctx, ""); err != nil {
+	go func() { _ = informer.Start(ctx) }()
+	if err := informer.CaughtUp(ctx, ""); err != nil {
 		b.Fatal(err)
 	}
-	return claims
+	return informer
 }
 
 func createAll(b *testing.B, c client.Client, objs []client.Object) {

@@ -19,6 +19,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/claims"
 	"github.com/gatefold/gatefold/rules"
 )
 
@@ -90,14 +91,14 @@ func TestAdmissionChecksStoredFragmentsThatHoldNoClaim(t *testing.T) {
 
 // setLabels relabels namespace ns on the fake API server.
 func (s *store) setLabels(ns string, labels map[string]string) {
-	s.t.Helper()
+	s.T.Helper()
 	n := &corev1.Namespace{}
-	if err := s.c.Get(context.Background(), client.ObjectKey{Name: ns}, n); err != nil {
-		s.t.Fatal(err)
+	if err := s.C.Get(context.Background(), client.ObjectKey{Name: ns}, n); err != nil {
+		s.T.Fatal(err)
 	}
 	n.Labels = labels
-	if err := s.c.Update(context.Background(), n); err != nil {
-		s.t.Fatal(err)
+	if err := s.C.Update(context.Background(), n); err != nil {
+		s.T.Fatal(err)
 	}
 }
 
@@ -106,37 +107,37 @@ func TestClaimOfAHolderUnwantedForAMomentIsKept(t *testing.T) {
 	s.mustCreate(onShared("shop", "app", 1, appHTTPS))
 	claim := claimName(appHTTPS)
 	// An old claim: the collector has seen it wanted for a long time.
-	s.collect()
-	s.clock = s.clock.Add(10 * grace)
-	s.collect()
+	s.Collect()
+	s.Clock = s.Clock.Add(10 * grace)
+	s.Collect()
 
 	// shop is relabelled and, a moment later, labelled again.
 	s.setLabels("shop", nil)
-	s.clock = s.clock.Add(grace / 3)
-	if done := s.collect(); done.Released != 0 {
+	s.Clock = s.Clock.Add(grace / 3)
+	if done := s.Collect(); done.Released != 0 {
 		t.Fatalf("The collector released a claim unwanted for %v", grace/3)
 	}
 	_, err := s.create(onShared("blog", "taker", 2, appHTTPS))
 	wantErr(t, err, "is still taken on Gateway infra/shared by a listener (HTTPS) of a ListenerFragment in another namespace, which no longer wants it: retry in about 30s")
-	s.clock = s.clock.Add(grace / 3)
-	s.collect()
+	s.Clock = s.Clock.Add(grace / 3)
+	s.Collect()
 	s.setLabels("shop", tenant)
-	s.clock = s.clock.Add(grace / 3)
-	s.collect()
+	s.Clock = s.Clock.Add(grace / 3)
+	s.Collect()
 
 	// Wanted again: a second moment starts the grace afresh.
 	s.setLabels("shop", nil)
 	for range 3 {
-		s.clock = s.clock.Add(grace / 3)
-		if done := s.collect(); done.Released != 0 {
+		s.Clock = s.Clock.Add(grace / 3)
+		if done := s.Collect(); done.Released != 0 {
 			t.Fatalf("The collector released a claim unwanted for less than the grace since it was last wanted")
 		}
 	}
-	if got := s.holderOf(claim); got != "shop/app/app-uid" {
+	if got := s.HolderOf(claim); got != "shop/app/app-uid" {
 		t.Fatalf("Holder = %q, want shop/app", got)
 	}
-	s.clock = s.clock.Add(grace / 3)
-	if done := s.collect(); done.Released != 1 || s.claim(claim) != nil {
+	s.Clock = s.Clock.Add(grace / 3)
+	if done := s.Collect(); done.Released != 1 || s.Claim(claim) != nil {
 		t.Errorf("After the grace unwanted the collector released %d, want the claim", done.Released)
 	}
 }
@@ -153,7 +154,7 @@ func TestUpdateChecksOnlyTheTuplesTheStoredFragmentLacked(t *testing.T) {
 	old := onShared("shop", "old", 1, blogHTTPS, entry("c", 443, gwv1.HTTPSProtocolType, "c.example.com"))
 	blog := onShared("blog", "blog", 2, blogHTTPS)
 	s := newStore(t, tenants(gw, stored, old, blog)...)
-	if err := s.c.Create(context.Background(), s.claims.Lease(claimsOf(blog)[0], newClaimRequest(blog, true).holders[0])); err != nil {
+	if err := s.C.Create(context.Background(), s.LeaseFor(blog, 0)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -185,10 +186,10 @@ func TestUpdateChecksOnlyTheTuplesTheStoredFragmentLacked(t *testing.T) {
 			wantErr(t, err, tc.wantErr)
 		})
 	}
-	if got := s.holderOf(claimName(blogHTTPS)); got != "blog/blog/blog-uid" {
+	if got := s.HolderOf(claimName(blogHTTPS)); got != "blog/blog/blog-uid" {
 		t.Errorf("The claim of blog.example.com moved to %q", got)
 	}
-	if got := s.holderOf(claimName(shadowed)); got != "" {
+	if got := s.HolderOf(claimName(shadowed)); got != "" {
 		t.Errorf("An update claimed the tuple of the Gateway's own listener for %q", got)
 	}
 }
@@ -204,14 +205,14 @@ func TestUpdateLeavesAKeptTupleToTheOlderStoredFragment(t *testing.T) {
 	if _, err := s.validator().ValidateUpdate(context.Background(), newer, changed); err != nil {
 		t.Fatalf("The update of the newer fragment's other listener was denied: %v", err)
 	}
-	if got := s.holderOf(claimName(older)); got != "" {
+	if got := s.HolderOf(claimName(older)); got != "" {
 		t.Errorf("The update claimed older.example.com, which the older fragment comes first for, for %q", got)
 	}
-	if got := s.holderOf(claimName(changed.Spec.Listeners[1])); got != "shop/newer/newer-uid" {
+	if got := s.HolderOf(claimName(changed.Spec.Listeners[1])); got != "shop/newer/newer-uid" {
 		t.Errorf("The changed listener's claim is held by %q", got)
 	}
-	s.collect()
-	if got := s.holderOf(claimName(older)); got != "blog/older/older-uid" {
+	s.Collect()
+	if got := s.HolderOf(claimName(older)); got != "blog/older/older-uid" {
 		t.Errorf("The backfill gave older.example.com to %q, want the older fragment", got)
 	}
 }
@@ -220,7 +221,7 @@ func TestCreateOfAStoredNameTouchesNoClaim(t *testing.T) {
 	s := newStore(t, tenants(gateway("infra", "shared", gwv1.NamespacesFromAll))...)
 	s.mustCreate(onShared("blog", "blog", 1, blogHTTPS))
 	s.mustCreate(onShared("shop", "app", 1, appHTTPS))
-	s.took()
+	s.Took()
 	for name, lf := range map[string]*v1alpha1.ListenerFragment{
 		"a new tuple":                  onShared("shop", "app", 2, entry("new", 443, gwv1.HTTPSProtocolType, "new.example.com")),
 		"a tuple another fragment has": onShared("shop", "app", 2, blogHTTPS),
@@ -229,11 +230,11 @@ func TestCreateOfAStoredNameTouchesNoClaim(t *testing.T) {
 		if _, err := s.validator().ValidateCreate(context.Background(), lf); !apierrors.IsAlreadyExists(err) {
 			t.Errorf("A create of a stored name with %s answered %v, want AlreadyExists", name, err)
 		}
-		if got := s.took(); !cmp.Equal(got, []string{"live get app"}) {
+		if got := s.Took(); !cmp.Equal(got, []string{"live get app"}) {
 			t.Errorf("A create of a stored name with %s made %q, want one live read of the fragment and no claim read or write", name, got)
 		}
 	}
-	if s.claim(Claim{Gateway: shared, Tuple: entryOf(entry("new", 443, gwv1.HTTPSProtocolType, "new.example.com")).Tuple()}.Name()) != nil {
+	if s.Claim(claims.Claim{Gateway: shared, Tuple: entryOf(entry("new", 443, gwv1.HTTPSProtocolType, "new.example.com")).Tuple()}.Name()) != nil {
 		t.Error("A create of a stored name claimed a tuple for an object that is never stored")
 	}
 }
@@ -241,9 +242,9 @@ func TestCreateOfAStoredNameTouchesNoClaim(t *testing.T) {
 func TestInternalErrorsNameNoOtherTenant(t *testing.T) {
 	s := newStore(t, tenants(gateway("infra", "shared", gwv1.NamespacesFromAll))...)
 	s.mustCreate(onShared("blog", "secret-holder", 1, blogHTTPS))
-	s.collect()
-	s.clock = s.clock.Add(grace)
-	s.failGet = func(key client.ObjectKey, obj client.Object) error {
+	s.Collect()
+	s.Clock = s.Clock.Add(grace)
+	s.FailGet = func(key client.ObjectKey, obj client.Object) error {
 		if _, ok := obj.(*v1alpha1.ListenerFragment); ok && key.Name == "secret-holder" {
 			return errors.New(`listenerfragments "secret-holder" in namespace "blog": the cache timed out`)
 		}
@@ -277,7 +278,7 @@ func TestGatewayWarningsCountOnlyFragmentsTheFoldPlaces(t *testing.T) {
 		onShared("outside", "app", 1, host("app.example.com")),
 		deleting(onShared("shop", "leaving", 1, host("app.example.com"))),
 	)
-	got, err := (&gatewayValidator{cache: s.c}).ValidateUpdate(context.Background(), gw, gw)
+	got, err := (&gatewayValidator{cache: s.C}).ValidateUpdate(context.Background(), gw, gw)
 	if err != nil {
 		t.Fatal(err)
 	}

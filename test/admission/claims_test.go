@@ -20,6 +20,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/claims"
 	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/testenv"
 	"github.com/gatefold/gatefold/webhook"
@@ -31,7 +32,7 @@ const claimWait = claimGrace + 10*time.Second
 
 // claimName is the name of the claim a listener takes on Gateway ns/gw.
 func claimName(ns, gw string, l gwv1.ListenerEntry) string {
-	return webhook.Claim{Gateway: types.NamespacedName{Namespace: ns, Name: gw}, Tuple: rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()}.Name()
+	return claims.Claim{Gateway: types.NamespacedName{Namespace: ns, Name: gw}, Tuple: rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()}.Name()
 }
 
 // claimOf returns the claim a listener takes on Gateway ns/gw, nil when
@@ -91,10 +92,10 @@ func neverClaimed(t *testing.T, ns, gw string, l gwv1.ListenerEntry, why string)
 // left for listener l on Gateway ns/gw.
 func forgeClaim(t *testing.T, ns, gw, name string, uid types.UID, l gwv1.ListenerEntry) {
 	t.Helper()
-	store := &webhook.ClaimStore{Namespace: claimsNamespace, Grace: claimGrace}
+	store := &claims.Store{Namespace: claimsNamespace, Grace: claimGrace}
 	e := rules.EntryOf(l.Port, l.Protocol, l.Hostname)
-	c := webhook.Claim{Gateway: types.NamespacedName{Namespace: ns, Name: gw}, Tuple: e.Tuple()}
-	if err := env.Client.Create(context.Background(), store.Lease(c, webhook.Holder{Namespace: ns, Name: name, UID: uid, Listener: string(l.Name), Entry: e})); err != nil {
+	c := claims.Claim{Gateway: types.NamespacedName{Namespace: ns, Name: gw}, Tuple: e.Tuple()}
+	if err := env.Client.Create(context.Background(), store.Lease(c, claims.Holder{Namespace: ns, Name: name, UID: uid, Listener: string(l.Name), Entry: e})); err != nil {
 		t.Fatal(err)
 	}
 }

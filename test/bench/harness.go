@@ -478,7 +478,7 @@ func (m *manager) applies() (gateways, statuses, grants float64, err error) {
 	return gateways, statuses, grants, err
 }
 
-// claimLabel marks gatefold's claim Leases (webhook/claims.go).
+// claimLabel marks gatefold's claim Leases (package claims).
 const claimLabel = "gatefold.dev/claim"
 
 // cleanUp deletes what the phases before left, with gatefold stopped: their

@@ -1,4 +1,4 @@
-package webhook
+package claims
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -105,15 +104,15 @@ func (h Holder) rules() rules.Holder {
 	return rules.Holder{Namespace: h.Namespace, Fragment: h.Name, Listener: gwv1.SectionName(h.Listener), Entry: h.Entry}
 }
 
-// ClaimStore takes, checks, releases and backfills claims. Every replica's
+// Store takes, checks, releases and backfills claims. Every replica's
 // webhook uses it; the leader also runs its collector (Run).
-type ClaimStore struct {
+type Store struct {
 	// Client writes claims. It must not be a cached client: a cache would
 	// watch Leases cluster-wide, and gatefold may read them in Namespace only.
 	Client client.Client
 	// Claims is this replica's informer of the claims in Namespace, which
 	// claims are read from.
-	Claims *ClaimInformer
+	Claims *Informer
 	// Reader reads from the API server the claim a write of which failed on
 	// a conflict, and the fragment whose existence decides a takeover.
 	Reader client.Reader
@@ -129,19 +128,23 @@ type ClaimStore struct {
 	// Period is how often the leader's collector runs: a release this
 	// replica expects may come that much later.
 	Period time.Duration
+	// OptedOut, when set, says whether a namespace, by its labels, has
+	// opted out of admission: the collector gives its fragments no claims.
+	OptedOut func(namespaceLabels map[string]string) bool
+
+	// Now is this replica's clock, time.Now when nil; tests replace it.
+	Now func() time.Time
 
 	once sync.Once
 	seen *sightings
 	// deletedUIDs are the fragments this replica saw deleted, and when.
 	deletedMu   sync.Mutex
 	deletedUIDs map[types.UID]time.Time
-	// now is this replica's clock; tests replace it.
-	now func() time.Time
 }
 
-func (s *ClaimStore) sightings() *sightings {
+func (s *Store) sightings() *sightings {
 	s.once.Do(func() {
-		now := s.now
+		now := s.Now
 		if now == nil {
 			now = time.Now
 		}
@@ -159,7 +162,7 @@ type claimRecord struct {
 // Lease is the object that holds claim c for h, as the store writes it.
 // RenewTime says when it was last written, for people; gatefold never
 // compares it with a clock.
-func (s *ClaimStore) Lease(c Claim, h Holder) *coordinationv1.Lease {
+func (s *Store) Lease(c Claim, h Holder) *coordinationv1.Lease {
 	rec, _ := json.Marshal(claimRecord{Claim: c, Listener: h.Listener, Entry: h.Entry})
 	t := metav1.NewMicroTime(time.Now())
 	return &coordinationv1.Lease{
@@ -203,17 +206,17 @@ func readClaim(l *coordinationv1.Lease) *held {
 	return h
 }
 
-// claimWait bounds a request's claim work, its waits for this replica's
+// Wait bounds a request's claim work, its waits for this replica's
 // informer included, and releaseWait the release of what a denied request
 // wrote: together well inside the webhooks' 10s timeout, so that the
 // requester reads why instead of a timeout.
-const claimWait, releaseWait = 5 * time.Second, 2 * time.Second
+const Wait, releaseWait = 5 * time.Second, 2 * time.Second
 
 // claimsOn reads the claims on Gateway gw from the informer once it has
 // synced and seen every claim write up to resourceVersion since ("" for
 // none).
-func (s *ClaimStore) claimsOn(ctx context.Context, gw types.NamespacedName, since string) ([]*held, error) {
-	if err := s.Claims.caughtUp(ctx, since); err != nil {
+func (s *Store) claimsOn(ctx context.Context, gw types.NamespacedName, since string) ([]*held, error) {
+	if err := s.Claims.CaughtUp(ctx, since); err != nil {
 		return nil, err
 	}
 	return s.Claims.onGateway(gw)
@@ -222,7 +225,7 @@ func (s *ClaimStore) claimsOn(ctx context.Context, gw types.NamespacedName, sinc
 // Holders returns, by tuple, the fragments that hold claims on Gateway gw,
 // as this replica's claims informer shows them; an error until it has
 // synced. Admission reserves these tuples as the fold does.
-func (s *ClaimStore) Holders(gw types.NamespacedName) (map[rules.Tuple]types.NamespacedName, error) {
+func (s *Store) Holders(gw types.NamespacedName) (map[rules.Tuple]types.NamespacedName, error) {
 	if !s.Claims.HasSynced() {
 		return nil, errors.New("this replica's claims informer has not synced yet")
 	}
@@ -236,7 +239,7 @@ func (s *ClaimStore) Holders(gw types.NamespacedName) (map[rules.Tuple]types.Nam
 // HoldersNow is Holders read from the API server: the merger folds with
 // every claim written before the fragments it read, which the informer may
 // not show yet, and no claim event would bring the fold back.
-func (s *ClaimStore) HoldersNow(ctx context.Context, gw types.NamespacedName) (map[rules.Tuple]types.NamespacedName, error) {
+func (s *Store) HoldersNow(ctx context.Context, gw types.NamespacedName) (map[rules.Tuple]types.NamespacedName, error) {
 	list := &coordinationv1.LeaseList{}
 	if err := s.Reader.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{claimLabel: listenerClaim, claimGatewayLabel: gatewayLabel(gw)}); err != nil {
 		return nil, fmt.Errorf("listing the claims on Gateway %s: %w", gw, err)
@@ -260,7 +263,7 @@ func holders(claims []*held, gw types.NamespacedName) map[rules.Tuple]types.Name
 }
 
 // get reads one claim; nil when there is none.
-func (s *ClaimStore) get(ctx context.Context, name string) (*held, error) {
+func (s *Store) get(ctx context.Context, name string) (*held, error) {
 	l := &coordinationv1.Lease{}
 	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, l); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -281,7 +284,7 @@ func (s *ClaimStore) get(ctx context.Context, name string) (*held, error) {
 // object of its name, stored after the claim's last write. A
 // request that wrote the claim has then ended, and one that wants the tuple
 // again writes the claim again.
-func (s *ClaimStore) live(ctx context.Context, v *view, h *held) (bool, error) {
+func (s *Store) live(ctx context.Context, v *View, h *held) (bool, error) {
 	wanted := false
 	if h.decoded {
 		var gone bool
@@ -298,7 +301,7 @@ func (s *ClaimStore) live(ctx context.Context, v *view, h *held) (bool, error) {
 
 // FragmentDeleted records that this replica saw the fragment with uid
 // deleted: a claim it holds protects nothing from then on.
-func (s *ClaimStore) FragmentDeleted(uid types.UID) {
+func (s *Store) FragmentDeleted(uid types.UID) {
 	s.deletedMu.Lock()
 	defer s.deletedMu.Unlock()
 	if s.deletedUIDs == nil {
@@ -314,7 +317,7 @@ func (s *ClaimStore) FragmentDeleted(uid types.UID) {
 }
 
 // deleted says whether this replica saw the fragment with uid deleted.
-func (s *ClaimStore) deleted(uid types.UID) bool {
+func (s *Store) deleted(uid types.UID) bool {
 	s.deletedMu.Lock()
 	defer s.deletedMu.Unlock()
 	_, ok := s.deletedUIDs[uid]
@@ -323,7 +326,7 @@ func (s *ClaimStore) deleted(uid types.UID) bool {
 
 // release deletes a claim on condition that it is still at the version this
 // replica wrote or judged, and says whether it did.
-func (s *ClaimStore) release(ctx context.Context, name, resourceVersion string) (bool, error) {
+func (s *Store) release(ctx context.Context, name, resourceVersion string) (bool, error) {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name}}
 	err := s.Client.Delete(ctx, l, client.Preconditions{ResourceVersion: &resourceVersion})
 	switch {
@@ -336,9 +339,9 @@ func (s *ClaimStore) release(ctx context.Context, name, resourceVersion string) 
 	return false, fmt.Errorf("releasing claim %s: %w", name, err)
 }
 
-// claimRequest is one admission request's claims: one per listener of the
+// Request is one admission request's claims: one per listener of the
 // fragment, on its Gateway.
-type claimRequest struct {
+type Request struct {
 	lf      *v1alpha1.ListenerFragment
 	gateway types.NamespacedName
 	create  bool
@@ -346,26 +349,32 @@ type claimRequest struct {
 	holders []Holder
 	// kept marks, on an update, the listeners whose tuple the stored
 	// fragment already had on this Gateway: they are not checked against
-	// other holders again (see keptListeners).
+	// other holders again (see Conflicts).
 	kept []bool
 }
 
-func newClaimRequest(lf *v1alpha1.ListenerFragment, create bool) *claimRequest {
-	r := &claimRequest{lf: lf, gateway: rules.ParentOf(lf), create: create, claims: claimsOf(lf), kept: make([]bool, len(lf.Spec.Listeners))}
+// NewRequest is the request that creates (create) or updates lf; kept marks,
+// on an update, the listeners whose tuple the stored fragment already had on
+// this Gateway (nil for none).
+func NewRequest(lf *v1alpha1.ListenerFragment, create bool, kept []bool) *Request {
+	if kept == nil {
+		kept = make([]bool, len(lf.Spec.Listeners))
+	}
+	r := &Request{lf: lf, gateway: rules.ParentOf(lf), create: create, claims: claimsOf(lf), kept: kept}
 	for _, l := range lf.Spec.Listeners {
-		r.holders = append(r.holders, Holder{Namespace: lf.Namespace, Name: lf.Name, UID: lf.UID, Listener: string(l.Name), Entry: entryOf(l)})
+		r.holders = append(r.holders, Holder{Namespace: lf.Namespace, Name: lf.Name, UID: lf.UID, Listener: string(l.Name), Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)})
 	}
 	return r
 }
 
-func (r *claimRequest) fragment() types.NamespacedName {
+func (r *Request) fragment() types.NamespacedName {
 	return types.NamespacedName{Namespace: r.lf.Namespace, Name: r.lf.Name}
 }
 
 // against returns the holder of claim h as the request's listeners meet it
 // on a board, and whether it conflicts with any of them. A claim gatefold
 // cannot decode meets only the listener whose claim has its name.
-func (r *claimRequest) against(h *held) (rules.Holder, bool) {
+func (r *Request) against(h *held) (rules.Holder, bool) {
 	if h.decoded {
 		rh := h.holder.rules()
 		for _, mine := range r.holders {
@@ -385,7 +394,7 @@ func (r *claimRequest) against(h *held) (rules.Holder, bool) {
 
 // holder is the holder of live claim h as the request's listeners meet it,
 // with when its claim is released if this replica judged it unwanted.
-func (s *ClaimStore) holder(req *claimRequest, h *held) rules.Holder {
+func (s *Store) holder(req *Request, h *held) rules.Holder {
 	rh, _ := req.against(h)
 	if in := s.sightings().releaseIn(h.lease.Name, h.lease.ResourceVersion); in > 0 {
 		rh.ReleasedIn = in + s.Period
@@ -393,9 +402,9 @@ func (s *ClaimStore) holder(req *claimRequest, h *held) rules.Holder {
 	return rh
 }
 
-// claimPlan is what a request writes once its check found nothing to deny.
-type claimPlan struct {
-	req *claimRequest
+// Plan is what a request writes once its check found nothing to deny.
+type Plan struct {
+	req *Request
 	// have is the claim each listener found, nil where there was none.
 	have []*held
 	// yield marks the kept listeners that another holder on the board
@@ -410,7 +419,7 @@ type claimPlan struct {
 // board returns base, a board of what the request is checked against
 // besides claims (nil for nothing), with every claim of another fragment
 // that conflicts with one of the request's listeners and is still live.
-func (s *ClaimStore) board(ctx context.Context, v *view, req *claimRequest, claims []*held, base *rules.Board) (*rules.Board, error) {
+func (s *Store) board(ctx context.Context, v *View, req *Request, claims []*held, base *rules.Board) (*rules.Board, error) {
 	b := rules.NewBoard()
 	if base != nil {
 		b = base.Clone()
@@ -434,30 +443,30 @@ func (s *ClaimStore) board(ctx context.Context, v *view, req *claimRequest, clai
 	return b, nil
 }
 
-// check decides, reading only, whether the request's listeners can be
+// Check decides, reading only, whether the request's listeners can be
 // claimed: it reads the Gateway's claims once and checks every listener
 // against base (the Gateway's own listeners and its stored fragments) and
-// the live claims of other fragments. It returns the field errors of the
-// listeners that cannot be claimed, or the plan to acquire.
-func (s *ClaimStore) check(ctx context.Context, req *claimRequest, base *rules.Board) (*claimPlan, field.ErrorList, error) {
+// the live claims of other fragments. It returns the conflicts of the
+// listeners that cannot be claimed (see Conflicts), or the plan to acquire.
+func (s *Store) Check(ctx context.Context, req *Request, base *rules.Board) (*Plan, []*rules.Conflict, error) {
 	// Any recent version will do: the writes and the check after them decide.
 	claims, err := s.claimsOn(ctx, req.gateway, "")
 	if err != nil {
 		return nil, nil, err
 	}
-	v := newView(s.Cache)
+	v := NewView(s.Cache)
 	b, err := s.board(ctx, v, req, claims, base)
 	if err != nil {
 		return nil, nil, err
 	}
-	if errs := checkListeners(req.lf, req.gateway.String(), b, req.kept); len(errs) > 0 {
-		return nil, errs, nil
+	if conflicts := Conflicts(req.lf, b, req.kept); conflicts != nil {
+		return nil, conflicts, nil
 	}
 	byName := make(map[string]*held, len(claims))
 	for _, h := range claims {
 		byName[h.lease.Name] = h
 	}
-	p := &claimPlan{req: req, have: make([]*held, len(req.claims)), yield: make([]bool, len(req.claims))}
+	p := &Plan{req: req, have: make([]*held, len(req.claims)), yield: make([]bool, len(req.claims))}
 	for i, c := range req.claims {
 		p.yield[i] = req.kept[i] && b.Conflict(req.holders[i].Entry) != nil
 		p.have[i] = byName[c.Name()]
@@ -472,14 +481,14 @@ func (s *ClaimStore) check(ctx context.Context, req *claimRequest, base *rules.B
 
 // formerSelf says h is held by the requested fragment's name under another
 // UID: an earlier object of that name, or an earlier attempt of this create.
-func (p *claimPlan) formerSelf(h *held) bool {
+func (p *Plan) formerSelf(h *held) bool {
 	return h.decoded && h.holder.fragment() == p.req.fragment() && h.holder.UID != p.req.lf.UID
 }
 
 // exists says, for a create, whether the fragment's name is stored, from
 // one live read made at most once per request. An update's object is
 // stored by definition.
-func (p *claimPlan) exists(ctx context.Context, r client.Reader) (bool, error) {
+func (p *Plan) exists(ctx context.Context, r client.Reader) (bool, error) {
 	if !p.req.create {
 		return false, nil
 	}
@@ -502,17 +511,17 @@ type written struct {
 	releasable bool
 }
 
-// acquire writes the plan's claims in listener order: creates, renewals of
+// Acquire writes the plan's claims in listener order: creates, renewals of
 // its own it does not hold as is (heldAsIs), takeovers of claims that are no longer live. Then it checks the
 // Gateway's claims again (recheck) and backs off when a racing request took
 // a conflicting tuple. On a denial it releases what it created or took over,
-// each with the version it wrote, and returns the field errors.
-func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList, error) {
+// each with the version it wrote, and returns the conflicts by listener.
+func (s *Store) Acquire(ctx context.Context, p *Plan) ([]*rules.Conflict, error) {
 	req := p.req
 	if p.nameExists != nil && *p.nameExists {
 		return nil, nil
 	}
-	v := newView(s.Cache)
+	v := NewView(s.Cache)
 	var mine []written
 	// versions are the versions the request wrote its claims at, by listener.
 	versions := make([]string, len(req.claims))
@@ -542,7 +551,7 @@ func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList
 			continue
 		case conflict != nil:
 			release()
-			return field.ErrorList{conflictError(i, req.lf.Spec.Listeners[i], conflict, req.gateway.String(), req.lf.Namespace)}, nil
+			return conflictAt(len(req.claims), i, conflict), nil
 		case w == nil:
 			// The name turned out to be stored: AlreadyExists follows.
 			release()
@@ -560,18 +569,18 @@ func (s *ClaimStore) acquire(ctx context.Context, p *claimPlan) (field.ErrorList
 		// no one.
 		return nil, nil
 	}
-	errs, err := s.recheck(ctx, v, req, versions, lastWrite)
-	if err != nil || len(errs) > 0 {
+	conflicts, err := s.recheck(ctx, v, req, versions, lastWrite)
+	if err != nil || conflicts != nil {
 		release()
 	}
-	return errs, err
+	return conflicts, err
 }
 
 // heldAsIs says that kept listener i's claim is the stored fragment's,
 // exactly as the request would write it: no write is needed, since the
 // collector keeps a claim while the stored fragment wants its tuple, which
 // it does. An update that keeps its tuples then writes nothing.
-func (s *ClaimStore) heldAsIs(p *claimPlan, i int) bool {
+func (s *Store) heldAsIs(p *Plan, i int) bool {
 	have, h := p.have[i], p.req.holders[i]
 	if !p.req.kept[i] || have == nil || !have.decoded || have.holder.identity() != h.identity() {
 		return false
@@ -591,12 +600,12 @@ func (s *ClaimStore) heldAsIs(p *claimPlan, i int) bool {
 // earlier one's claim and backs off, and the earlier one wins. Were both to
 // back off from all they see, a race could leave every request denied.
 // Kept listeners are checked against the fragment's own only, as in check.
-func (s *ClaimStore) recheck(ctx context.Context, v *view, req *claimRequest, versions []string, lastWrite string) (field.ErrorList, error) {
+func (s *Store) recheck(ctx context.Context, v *View, req *Request, versions []string, lastWrite string) ([]*rules.Conflict, error) {
 	claims, err := s.claimsOn(ctx, req.gateway, lastWrite)
 	if err != nil {
 		return nil, err
 	}
-	var errs field.ErrorList
+	var conflicts []*rules.Conflict
 	for i, mine := range versions {
 		if mine == "" || req.kept[i] {
 			continue
@@ -623,18 +632,57 @@ func (s *ClaimStore) recheck(ctx context.Context, v *view, req *claimRequest, ve
 			}
 			if live {
 				c.Holder = s.holder(req, h)
-				errs = append(errs, conflictError(i, req.lf.Spec.Listeners[i], c, req.gateway.String(), req.lf.Namespace))
+				if conflicts == nil {
+					conflicts = make([]*rules.Conflict, len(versions))
+				}
+				conflicts[i] = c
 				break
 			}
 		}
 	}
-	return errs, nil
+	return conflicts, nil
+}
+
+// conflictAt is the conflicts of n listeners of which only listener i has
+// one, c.
+func conflictAt(n, i int, c *rules.Conflict) []*rules.Conflict {
+	conflicts := make([]*rules.Conflict, n)
+	conflicts[i] = c
+	return conflicts
+}
+
+// Conflicts checks a fragment's listeners, in order, against others and
+// against the fragment's earlier listeners, and returns each listener's
+// conflict by index, nil where there is none; nil when none conflicts. kept
+// marks, on an update, the listeners whose tuple the stored fragment already
+// had: those are checked against the fragment's own earlier listeners only.
+func Conflicts(lf *v1alpha1.ListenerFragment, others *rules.Board, kept []bool) []*rules.Conflict {
+	all, mine := others.Clone(), rules.NewBoard()
+	var conflicts []*rules.Conflict
+	for i, l := range lf.Spec.Listeners {
+		e := rules.EntryOf(l.Port, l.Protocol, l.Hostname)
+		against := all
+		if i < len(kept) && kept[i] {
+			against = mine
+		}
+		if c := against.Conflict(e); c != nil {
+			if conflicts == nil {
+				conflicts = make([]*rules.Conflict, len(lf.Spec.Listeners))
+			}
+			conflicts[i] = c
+			continue
+		}
+		h := rules.HolderOf(lf, l)
+		all.Take(h)
+		mine.Take(h)
+	}
+	return conflicts
 }
 
 // cameFirst says whether claim h was there before a claim written at
 // version mine: it was written earlier (versions that cannot be compared
 // count as earlier, the safe side), or its holder is stored already.
-func (s *ClaimStore) cameFirst(ctx context.Context, v *view, h *held, mine string) (bool, error) {
+func (s *Store) cameFirst(ctx context.Context, v *View, h *held, mine string) (bool, error) {
 	if order, err := resourceversion.CompareResourceVersion(h.lease.ResourceVersion, mine); err != nil || order < 0 || !h.decoded {
 		return true, nil
 	}
@@ -656,7 +704,7 @@ func (s *ClaimStore) cameFirst(ctx context.Context, v *view, h *held, mine strin
 // again and judges it afresh. It returns the conflict when another live
 // holder has the claim, and no write at all when the plan's create turns
 // out to be of a stored name.
-func (s *ClaimStore) take(ctx context.Context, v *view, p *claimPlan, i int) (*written, *rules.Conflict, error) {
+func (s *Store) take(ctx context.Context, v *View, p *Plan, i int) (*written, *rules.Conflict, error) {
 	c, h, have := p.req.claims[i], p.req.holders[i], p.have[i]
 	if have != nil && p.req.kept[i] && (!have.decoded || have.holder.fragment() != h.fragment()) {
 		// The check let a kept listener pass whoever holds its claim:
@@ -726,7 +774,7 @@ func claimsOf(lf *v1alpha1.ListenerFragment) []Claim {
 	gw := rules.ParentOf(lf)
 	out := make([]Claim, 0, len(lf.Spec.Listeners))
 	for _, l := range lf.Spec.Listeners {
-		out = append(out, Claim{Gateway: gw, Tuple: entryOf(l).Tuple()})
+		out = append(out, Claim{Gateway: gw, Tuple: rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()})
 	}
 	return out
 }
@@ -762,27 +810,28 @@ func specWants(c Claim, lf *v1alpha1.ListenerFragment) bool {
 		return false
 	}
 	for _, l := range lf.Spec.Listeners {
-		if entryOf(l).Tuple() == c.Tuple {
+		if rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple() == c.Tuple {
 			return true
 		}
 	}
 	return false
 }
 
-// view reads claim holders' fragments, Gateways and namespaces from the
-// informer cache, each Gateway and namespace once.
-type view struct {
+// View reads fragments' Gateways and namespaces, and claim holders, from the
+// informer cache, each Gateway and namespace once: admission and the claims
+// read through one View per request.
+type View struct {
 	cache    client.Reader
 	gateways map[types.NamespacedName]*gwv1.Gateway
 	labels   map[string]*map[string]string
 }
 
-func newView(cache client.Reader) *view {
-	return &view{cache: cache, gateways: map[types.NamespacedName]*gwv1.Gateway{}, labels: map[string]*map[string]string{}}
+func NewView(cache client.Reader) *View {
+	return &View{cache: cache, gateways: map[types.NamespacedName]*gwv1.Gateway{}, labels: map[string]*map[string]string{}}
 }
 
-// gateway returns the Gateway, nil when it does not exist.
-func (v *view) gateway(ctx context.Context, key types.NamespacedName) (*gwv1.Gateway, error) {
+// Gateway returns the Gateway, nil when it does not exist.
+func (v *View) Gateway(ctx context.Context, key types.NamespacedName) (*gwv1.Gateway, error) {
 	if gw, ok := v.gateways[key]; ok {
 		return gw, nil
 	}
@@ -797,9 +846,9 @@ func (v *view) gateway(ctx context.Context, key types.NamespacedName) (*gwv1.Gat
 	return gw, nil
 }
 
-// namespaceLabels returns a namespace's labels, and false when it does not
+// NamespaceLabels returns a namespace's labels, and false when it does not
 // exist.
-func (v *view) namespaceLabels(ctx context.Context, name string) (map[string]string, bool, error) {
+func (v *View) NamespaceLabels(ctx context.Context, name string) (map[string]string, bool, error) {
 	if l, ok := v.labels[name]; ok {
 		return ptr.Deref(l, nil), l != nil, nil
 	}
@@ -816,16 +865,16 @@ func (v *view) namespaceLabels(ctx context.Context, name string) (map[string]str
 	return ns.Labels, true, nil
 }
 
-// placed returns those of gw's fragments that the fold would place: not
+// Placed returns those of gw's fragments that the fold would place: not
 // being deleted, of a namespace gw admits. The others are reported
 // NotAllowed, or go, whatever the Gateway's listeners.
-func (v *view) placed(ctx context.Context, gw *gwv1.Gateway, fragments []v1alpha1.ListenerFragment) ([]v1alpha1.ListenerFragment, error) {
+func (v *View) Placed(ctx context.Context, gw *gwv1.Gateway, fragments []v1alpha1.ListenerFragment) ([]v1alpha1.ListenerFragment, error) {
 	var out []v1alpha1.ListenerFragment
 	for _, lf := range fragments {
 		if !lf.DeletionTimestamp.IsZero() {
 			continue
 		}
-		labels, ok, err := v.namespaceLabels(ctx, lf.Namespace)
+		labels, ok, err := v.NamespaceLabels(ctx, lf.Namespace)
 		if err != nil {
 			return nil, err
 		}
@@ -841,9 +890,9 @@ func (v *view) placed(ctx context.Context, gw *gwv1.Gateway, fragments []v1alpha
 // requester: a failed read is logged in full and returned naming only the
 // claim.
 // It also says whether the holder is provably done with it (see
-// ClaimStore.live); deleted says whether this replica saw a fragment UID
+// Store.live); deleted says whether this replica saw a fragment UID
 // deleted.
-func (v *view) wants(ctx context.Context, h *held, deleted func(types.UID) bool) (wanted, gone bool, err error) {
+func (v *View) wants(ctx context.Context, h *held, deleted func(types.UID) bool) (wanted, gone bool, err error) {
 	lf, wanted, err := v.holderWants(ctx, h)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "Reading the holder of a claim", "claim", klog.KObj(h.lease), "fragment", klog.KRef(h.holder.Namespace, h.holder.Name))
@@ -867,7 +916,7 @@ func (v *view) wants(ctx context.Context, h *held, deleted func(types.UID) bool)
 
 // holderWants reads the holder of h from the cache (nil when none is
 // stored) and says whether it wants h.
-func (v *view) holderWants(ctx context.Context, h *held) (*v1alpha1.ListenerFragment, bool, error) {
+func (v *View) holderWants(ctx context.Context, h *held) (*v1alpha1.ListenerFragment, bool, error) {
 	lf := &v1alpha1.ListenerFragment{}
 	if err := v.cache.Get(ctx, h.holder.fragment(), lf); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -875,11 +924,11 @@ func (v *view) holderWants(ctx context.Context, h *held) (*v1alpha1.ListenerFrag
 		}
 		return nil, false, fmt.Errorf("reading ListenerFragment %s: %w", h.holder.fragment(), err)
 	}
-	gw, err := v.gateway(ctx, h.claim.Gateway)
+	gw, err := v.Gateway(ctx, h.claim.Gateway)
 	if err != nil || gw == nil {
 		return lf, false, err
 	}
-	labels, ok, err := v.namespaceLabels(ctx, lf.Namespace)
+	labels, ok, err := v.NamespaceLabels(ctx, lf.Namespace)
 	if err != nil || !ok {
 		return lf, false, err
 	}

@@ -1,4 +1,4 @@
-package webhook
+package claims
 
 import (
 	"context"
@@ -15,15 +15,6 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/rules"
-)
-
-// AdmissionLabel on a namespace, set to AdmissionDisabled, keeps gatefold's
-// webhooks away from the namespace's fragments (config/webhook selects on
-// it), for break-glass repairs. Its fragments hold no new claims until the
-// label goes; then the collector backfills them.
-const (
-	AdmissionLabel    = "gatefold.dev/admission"
-	AdmissionDisabled = "disabled"
 )
 
 // Collected is what one round of the collector did.
@@ -47,9 +38,9 @@ type Collected struct {
 // installed after it, its namespace opted back in to admission, its Gateway
 // was created after it); the fragment whose listener the fold placed on it
 // gets its claim, so a later duplicate is denied.
-func (s *ClaimStore) Collect(ctx context.Context) (Collected, error) {
+func (s *Store) Collect(ctx context.Context) (Collected, error) {
 	var done Collected
-	if err := s.Claims.caughtUp(ctx, ""); err != nil {
+	if err := s.Claims.CaughtUp(ctx, ""); err != nil {
 		return done, err
 	}
 	claims := s.Claims.all()
@@ -59,7 +50,7 @@ func (s *ClaimStore) Collect(ctx context.Context) (Collected, error) {
 	}
 	s.sightings().keepOnly(names)
 
-	v := newView(s.Cache)
+	v := NewView(s.Cache)
 	var kept []*held
 	var errs []error
 	for _, h := range claims {
@@ -91,7 +82,7 @@ func (s *ClaimStore) Collect(ctx context.Context) (Collected, error) {
 // relabel gives a claim that an earlier version wrote without it the label
 // of its Gateway, by which admission lists a Gateway's claims, on condition
 // that the claim is still at the version read. It says whether it did.
-func (s *ClaimStore) relabel(ctx context.Context, h *held) (bool, error) {
+func (s *Store) relabel(ctx context.Context, h *held) (bool, error) {
 	want := gatewayLabel(h.claim.Gateway)
 	if !h.decoded || h.lease.Labels[claimGatewayLabel] == want {
 		return false, nil
@@ -114,7 +105,7 @@ func (s *ClaimStore) relabel(ctx context.Context, h *held) (bool, error) {
 // goes to a listener the fold did not place, which would take the tuple
 // from the one it placed. It writes nothing when every wanted tuple is
 // claimed.
-func (s *ClaimStore) backfill(ctx context.Context, v *view, kept []*held) (int, error) {
+func (s *Store) backfill(ctx context.Context, v *View, kept []*held) (int, error) {
 	list := &v1alpha1.ListenerFragmentList{}
 	if err := s.Cache.List(ctx, list); err != nil {
 		return 0, err
@@ -152,7 +143,7 @@ func (s *ClaimStore) backfill(ctx context.Context, v *view, kept []*held) (int, 
 	var errs []error
 	for i := range fragments {
 		lf := &fragments[i]
-		req := newClaimRequest(lf, false)
+		req := NewRequest(lf, false, nil)
 		var gw *gwv1.Gateway
 		for j, c := range req.claims {
 			if claimed.Has(c.Name()) {
@@ -166,7 +157,7 @@ func (s *ClaimStore) backfill(ctx context.Context, v *view, kept []*held) (int, 
 					}
 					break
 				}
-				gw, _ = v.gateway(ctx, req.gateway)
+				gw, _ = v.Gateway(ctx, req.gateway)
 			}
 			h := req.holders[j]
 			b := board(gw)
@@ -197,17 +188,17 @@ func claimKeys(h *held) []any {
 }
 
 // admitted says whether gatefold's admission would claim for lf now: it is
-// not being deleted, its namespace has not opted out, and its Gateway
-// exists and admits its namespace.
-func (s *ClaimStore) admitted(ctx context.Context, v *view, lf *v1alpha1.ListenerFragment) (bool, error) {
+// not being deleted, its namespace has not opted out (OptedOut), and its
+// Gateway exists and admits its namespace.
+func (s *Store) admitted(ctx context.Context, v *View, lf *v1alpha1.ListenerFragment) (bool, error) {
 	if !lf.DeletionTimestamp.IsZero() {
 		return false, nil
 	}
-	labels, ok, err := v.namespaceLabels(ctx, lf.Namespace)
-	if err != nil || !ok || labels[AdmissionLabel] == AdmissionDisabled {
+	labels, ok, err := v.NamespaceLabels(ctx, lf.Namespace)
+	if err != nil || !ok || (s.OptedOut != nil && s.OptedOut(labels)) {
 		return false, err
 	}
-	gw, err := v.gateway(ctx, rules.ParentOf(lf))
+	gw, err := v.Gateway(ctx, rules.ParentOf(lf))
 	if err != nil || gw == nil {
 		return false, err
 	}
@@ -217,7 +208,7 @@ func (s *ClaimStore) admitted(ctx context.Context, v *view, lf *v1alpha1.Listene
 
 // Run collects every period until ctx ends, skipping a round while fence,
 // when set, fails.
-func (s *ClaimStore) Run(ctx context.Context, period time.Duration, fence func() error) {
+func (s *Store) Run(ctx context.Context, period time.Duration, fence func() error) {
 	log := logf.FromContext(ctx).WithName("claims")
 	ctx = logf.IntoContext(ctx, log)
 	t := time.NewTicker(period)

@@ -1,4 +1,4 @@
-package webhook
+package claims
 
 import (
 	"context"
@@ -22,13 +22,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
-// ClaimInformer is this replica's watch of the claims: the Leases in the
+// Informer is this replica's watch of the claims: the Leases in the
 // claims namespace with the claim label, never Leases elsewhere. Admission
 // and the collector read claims from it, and a request that wrote claims
-// waits until it has seen its last write (caughtUp): watch events arrive in
+// waits until it has seen its last write (CaughtUp): watch events arrive in
 // resourceVersion order, so every claim written before that write is then in
 // it too. It runs on every replica (a Runnable that needs no leader).
-type ClaimInformer struct {
+type Informer struct {
 	informer toolscache.SharedIndexInformer
 
 	mu sync.Mutex
@@ -47,11 +47,11 @@ const gatewayIndex = "gateway"
 // relist or a bookmark moves the store's version without an event.
 const claimPoll = 50 * time.Millisecond
 
-// NewClaimInformer returns an informer of the claims lw lists and watches.
+// NewInformer returns an informer of the claims lw lists and watches.
 // It refuses to run without client-go's AtomicFIFO: only then does the
 // store record the version it has caught up to, and apply a relist at once
 // rather than object by object.
-func NewClaimInformer(lw toolscache.ListerWatcher) (*ClaimInformer, error) {
+func NewInformer(lw toolscache.ListerWatcher) (*Informer, error) {
 	if !clientfeatures.FeatureGates().Enabled(clientfeatures.AtomicFIFO) {
 		return nil, fmt.Errorf("the claims informer needs client-go's feature AtomicFIFO: unset KUBE_FEATURE_AtomicFIFO")
 	}
@@ -62,7 +62,7 @@ func NewClaimInformer(lw toolscache.ListerWatcher) (*ClaimInformer, error) {
 	if err := inf.SetTransform(cache.TransformStripManagedFields()); err != nil {
 		return nil, fmt.Errorf("creating the claims informer: %w", err)
 	}
-	i := &ClaimInformer{informer: inf, changed: make(chan struct{}), read: map[string]*held{}}
+	i := &Informer{informer: inf, changed: make(chan struct{}), read: map[string]*held{}}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    i.stored,
 		UpdateFunc: func(_, obj any) { i.stored(obj) },
@@ -73,9 +73,9 @@ func NewClaimInformer(lw toolscache.ListerWatcher) (*ClaimInformer, error) {
 	return i, nil
 }
 
-// ClaimListWatch lists and watches the claims in namespace ns, and nothing
+// ListWatch lists and watches the claims in namespace ns, and nothing
 // else: gatefold may read Leases there only.
-func ClaimListWatch(cfg *rest.Config, httpClient *http.Client, ns string) (toolscache.ListerWatcher, error) {
+func ListWatch(cfg *rest.Config, httpClient *http.Client, ns string) (toolscache.ListerWatcher, error) {
 	c, err := coordinationv1client.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("creating the claims watch client: %w", err)
@@ -104,20 +104,20 @@ func byGatewayLabel(obj any) ([]string, error) {
 }
 
 // Start runs the informer until ctx ends.
-func (i *ClaimInformer) Start(ctx context.Context) error {
+func (i *Informer) Start(ctx context.Context) error {
 	i.informer.RunWithContext(ctx)
 	return nil
 }
 
 // NeedLeaderElection is false: every replica's webhook reads claims.
-func (i *ClaimInformer) NeedLeaderElection() bool { return false }
+func (i *Informer) NeedLeaderElection() bool { return false }
 
 // HasSynced says whether the informer holds every claim of its first list.
-func (i *ClaimInformer) HasSynced() bool { return i.informer.HasSynced() }
+func (i *Informer) HasSynced() bool { return i.informer.HasSynced() }
 
 // stored reads a claim the store now holds, and wakes the waiters. It runs
 // after the store changed.
-func (i *ClaimInformer) stored(obj any) {
+func (i *Informer) stored(obj any) {
 	l, ok := obj.(*coordinationv1.Lease)
 	if !ok {
 		return
@@ -130,7 +130,7 @@ func (i *ClaimInformer) stored(obj any) {
 }
 
 // deleted forgets a claim the store no longer holds, and wakes the waiters.
-func (i *ClaimInformer) deleted(obj any) {
+func (i *Informer) deleted(obj any) {
 	key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -140,14 +140,14 @@ func (i *ClaimInformer) deleted(obj any) {
 	i.notifyLocked()
 }
 
-func (i *ClaimInformer) notifyLocked() {
+func (i *Informer) notifyLocked() {
 	close(i.changed)
 	i.changed = make(chan struct{})
 }
 
 // claim returns claim l as read: from read when it holds l itself, else
 // read now (the store holds l, and stored has not run yet).
-func (i *ClaimInformer) claim(l *coordinationv1.Lease) *held {
+func (i *Informer) claim(l *coordinationv1.Lease) *held {
 	i.mu.Lock()
 	h := i.read[l.Name]
 	i.mu.Unlock()
@@ -157,18 +157,18 @@ func (i *ClaimInformer) claim(l *coordinationv1.Lease) *held {
 	return readClaim(l)
 }
 
-func (i *ClaimInformer) changes() <-chan struct{} {
+func (i *Informer) changes() <-chan struct{} {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	return i.changed
 }
 
-// caughtUp waits until the store holds every claim write up to resourceVersion
+// CaughtUp waits until the store holds every claim write up to resourceVersion
 // rv ("" for: until it has synced), or ctx ends. The store's version is that
 // of the last event, relist or bookmark it applied, and it applies them in
 // order: at rv or later it lacks no write up to rv. The wait fails closed,
 // naming what it waited for.
-func (i *ClaimInformer) caughtUp(ctx context.Context, rv string) error {
+func (i *Informer) CaughtUp(ctx context.Context, rv string) error {
 	start := time.Now()
 	tick := time.NewTicker(claimPoll)
 	defer tick.Stop()
@@ -192,7 +192,7 @@ func (i *ClaimInformer) caughtUp(ctx context.Context, rv string) error {
 }
 
 // reached says whether the store has synced and caught up to rv.
-func (i *ClaimInformer) reached(rv string) (bool, error) {
+func (i *Informer) reached(rv string) (bool, error) {
 	if !i.informer.HasSynced() {
 		return false, nil
 	}
@@ -211,7 +211,7 @@ func (i *ClaimInformer) reached(rv string) (bool, error) {
 
 // onGateway returns the claims labelled with Gateway gw's label. They are
 // shared: callers must not change them.
-func (i *ClaimInformer) onGateway(gw types.NamespacedName) ([]*held, error) {
+func (i *Informer) onGateway(gw types.NamespacedName) ([]*held, error) {
 	objs, err := i.informer.GetIndexer().ByIndex(gatewayIndex, gatewayLabel(gw))
 	if err != nil {
 		return nil, fmt.Errorf("reading the claims on Gateway %s: %w", gw, err)
@@ -219,12 +219,24 @@ func (i *ClaimInformer) onGateway(gw types.NamespacedName) ([]*held, error) {
 	return i.claims(objs), nil
 }
 
+// Versions returns the resourceVersion of each claim the informer holds, by
+// name.
+func (i *Informer) Versions() map[string]string {
+	out := map[string]string{}
+	for _, o := range i.informer.GetStore().List() {
+		if l, ok := o.(*coordinationv1.Lease); ok {
+			out[l.Name] = l.ResourceVersion
+		}
+	}
+	return out
+}
+
 // all returns every claim, shared as onGateway's.
-func (i *ClaimInformer) all() []*held {
+func (i *Informer) all() []*held {
 	return i.claims(i.informer.GetStore().List())
 }
 
-func (i *ClaimInformer) claims(objs []any) []*held {
+func (i *Informer) claims(objs []any) []*held {
 	out := make([]*held, 0, len(objs))
 	for _, o := range objs {
 		if l, ok := o.(*coordinationv1.Lease); ok {
