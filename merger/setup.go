@@ -50,7 +50,7 @@ type Options struct {
 	ListenerSetControllers sets.Set[string]
 	// Claims, when set, returns by tuple the fragments that hold
 	// admission's claims on a Gateway, read from the API server
-	// (webhook.ClaimStore.HoldersNow): the fold gives a claimed tuple to
+	// (claims.Store.HoldersNow): the fold gives a claimed tuple to
 	// its holder.
 	Claims func(ctx context.Context, gateway types.NamespacedName) (map[rules.Tuple]types.NamespacedName, error)
 }
