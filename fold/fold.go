@@ -132,8 +132,7 @@ func Fold(in Input) Result {
 		}
 		if in.Head != nil {
 			res.Statuses[keyOf(lf)] = NotAccepted(lf, v1alpha1.FragmentReasonNotAllowed,
-				fmt.Sprintf("Gateway %s is a Gateway gatefold created for the pool of Gateway %s: set spec.parentRef.name to %s, and gatefold places the listeners on a Gateway of the pool (status.listeners[].gateway says which)",
-					gatewayKey(in.Gateway), in.Head, in.Head.Name))
+				rules.SiblingMessage(types.NamespacedName{Namespace: in.Gateway.Namespace, Name: in.Gateway.Name}, *in.Head))
 			continue
 		}
 		if msg, rejected := in.Rejected[keyOf(lf)]; rejected {

@@ -3,6 +3,7 @@ package rules
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -56,6 +57,13 @@ func HeadOf(gw *gwv1.Gateway) (types.NamespacedName, bool) {
 func SiblingOf(gw, head *gwv1.Gateway) bool {
 	h, ok := HeadOf(gw)
 	return ok && h.Name == head.Name && metav1.IsControlledBy(gw, head)
+}
+
+// SiblingMessage tells a source that names sibling, a Gateway of the pool
+// of head, to name the head instead.
+func SiblingMessage(sibling, head types.NamespacedName) string {
+	return fmt.Sprintf("Gateway %s is one gatefold created for the pool of Gateway %s: set spec.parentRef.name to %s, and gatefold places the listeners on a Gateway of the pool (status.listeners[].gateway says which)",
+		sibling, head, head.Name)
 }
 
 // SiblingName is the name of the pool's n-th Gateway (n ≥ 2; the head is

@@ -123,7 +123,7 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 		if head, sibling := rules.HeadOf(gw); sibling && len(errs) == 0 {
 			// Its listeners are the pool's to place: a fragment names the head.
 			return nil, invalid(lf, field.ErrorList{field.Invalid(field.NewPath("spec", "parentRef", "name"), lf.Spec.ParentRef.Name,
-				fmt.Sprintf("Gateway %s is one gatefold created for the pool of Gateway %s: set spec.parentRef.name to %s, and gatefold places the listeners on a Gateway of the pool (status.listeners[].gateway says which)", gwKey, head, head.Name))})
+				rules.SiblingMessage(gwKey, head))})
 		}
 		if len(errs) == 0 {
 			var own int
