@@ -19,7 +19,7 @@ type GoBenchmark struct {
 // handler over a real informer cache, and the fold. The quick run keeps to
 // the fold: the handler's fixture needs a control plane of its own.
 func goBenchmarks(benchtime string, quick bool) ([]GoBenchmark, error) {
-	pkgs := []string{"./webhook", "./merger"}
+	pkgs := []string{"./webhook", "./fold"}
 	if quick {
 		pkgs = pkgs[1:]
 	}

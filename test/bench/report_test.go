@@ -269,7 +269,7 @@ func TestParseGoBenchCountsEachPackage(t *testing.T) {
 pkg: github.com/gatefold/gatefold/webhook
 --- SKIP: BenchmarkValidateCreate
 PASS
-pkg: github.com/gatefold/gatefold/merger
+pkg: github.com/gatefold/gatefold/fold
 BenchmarkFold/fragments=63-2         	     100	   1660411 ns/op
 BenchmarkFold/fragments=1000-2       	       3	  17741197 ns/op
 PASS
@@ -285,7 +285,7 @@ PASS
 	if got := byPackage[modulePath+"/webhook"]; got != 0 {
 		t.Errorf("the skipped package gave %d results, want 0", got)
 	}
-	if got := byPackage[modulePath+"/merger"]; got != 2 {
-		t.Errorf("merger gave %d results, want 2", got)
+	if got := byPackage[modulePath+"/fold"]; got != 2 {
+		t.Errorf("fold gave %d results, want 2", got)
 	}
 }
