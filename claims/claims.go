@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -781,13 +782,13 @@ func claimsOf(lf *v1alpha1.ListenerFragment) []Claim {
 
 // wants says whether fragment lf, as stored, still wants claim c: it is not
 // being deleted, its parent is c's Gateway gw, gw admits its namespace
-// (whose labels are nsLabels), it can fit beside gw's own listeners, and one
-// of its listeners takes c's tuple. lf
+// (whose labels are nsLabels), it can fit beside gw's own listeners (those
+// not in managed, gatefold's), and one of its listeners takes c's tuple. lf
 // and gw are nil when they do not exist. The claim's holder UID does not
 // matter: a fragment created again under the holder's name that wants the
 // tuple keeps it, so a create racing a delete never frees a tuple its name
 // still holds.
-func wants(c Claim, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, nsLabels map[string]string) bool {
+func wants(c Claim, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], nsLabels map[string]string) bool {
 	if lf == nil || gw == nil || !specWants(c, lf) {
 		return false
 	}
@@ -797,7 +798,7 @@ func wants(c Claim, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, nsLabels ma
 	if allowed, _ := rules.NamespaceAllowed(gw, lf.Namespace, nsLabels); !allowed {
 		return false
 	}
-	own := rules.OwnListeners(gw, rules.ManagedListeners(gw), []v1alpha1.ListenerFragment{*lf})
+	own := rules.OwnListeners(gw, managed, []v1alpha1.ListenerFragment{*lf})
 	// One that can never be placed holds no tuple.
 	return rules.NeverFits(rules.KindListenerFragment, len(lf.Spec.Listeners), len(own), c.Gateway.String(), rules.PoolHead(gw)) == ""
 }
@@ -819,15 +820,30 @@ func specWants(c Claim, lf *v1alpha1.ListenerFragment) bool {
 
 // View reads fragments' Gateways and namespaces, and claim holders, from the
 // informer cache, each Gateway and namespace once: admission and the claims
-// read through one View per request.
+// read through one View per request (the collector, one per round).
 type View struct {
 	cache    client.Reader
 	gateways map[types.NamespacedName]*gwv1.Gateway
 	labels   map[string]*map[string]string
+	// managed are the listeners gatefold applied to each Gateway, read from
+	// its managedFields once, not once per claim judged.
+	managed map[types.NamespacedName]sets.Set[gwv1.SectionName]
 }
 
 func NewView(cache client.Reader) *View {
-	return &View{cache: cache, gateways: map[types.NamespacedName]*gwv1.Gateway{}, labels: map[string]*map[string]string{}}
+	return &View{cache: cache, gateways: map[types.NamespacedName]*gwv1.Gateway{}, labels: map[string]*map[string]string{},
+		managed: map[types.NamespacedName]sets.Set[gwv1.SectionName]{}}
+}
+
+// managedOn returns rules.ManagedListeners of gw, read once per View.
+func (v *View) managedOn(gw *gwv1.Gateway) sets.Set[gwv1.SectionName] {
+	key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
+	if m, ok := v.managed[key]; ok {
+		return m
+	}
+	m := rules.ManagedListeners(gw)
+	v.managed[key] = m
+	return m
 }
 
 // Gateway returns the Gateway, nil when it does not exist.
@@ -932,5 +948,5 @@ func (v *View) holderWants(ctx context.Context, h *held) (*v1alpha1.ListenerFrag
 	if err != nil || !ok {
 		return lf, false, err
 	}
-	return lf, wants(h.claim, lf, gw, labels), nil
+	return lf, wants(h.claim, lf, gw, v.managedOn(gw), labels), nil
 }

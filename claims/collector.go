@@ -128,7 +128,7 @@ func (s *Store) backfill(ctx context.Context, v *View, kept []*held) (int, error
 				mates = append(mates, lf)
 			}
 		}
-		b := rules.OwnBoard(rules.OwnListeners(gw, rules.ManagedListeners(gw), mates))
+		b := rules.OwnBoard(rules.OwnListeners(gw, v.managedOn(gw), mates))
 		for _, h := range kept {
 			if h.decoded && h.claim.Gateway == key {
 				b.Take(h.holder.rules())

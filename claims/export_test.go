@@ -6,11 +6,21 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
 )
 
 // What the tests of package claims_test read of the store's insides.
 
-var Wants = wants
+// Wants is wants with the Gateway's managed listeners read as a View does.
+func Wants(c Claim, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, nsLabels map[string]string) bool {
+	var managed sets.Set[gwv1.SectionName]
+	if gw != nil {
+		managed = NewView(nil).managedOn(gw)
+	}
+	return wants(c, lf, gw, managed, nsLabels)
+}
 
 type (
 	Sightings = sightings
