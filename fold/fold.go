@@ -148,10 +148,10 @@ func Fold(in Input) Result {
 	}
 	p := newPool(&in, res.Own, fragments, placeable)
 	rules.ReserveClaimed(p.board, placeable, in.Claims)
-	generated := generatedNames(fragments)
+	refused := refusalsOf(&in, rules.GeneratedNames(fragments))
 	for i := range placeable {
 		lf := &placeable[i]
-		withheld := withhold(&in, &res, lf, generated)
+		withheld := withhold(&in, &res, lf, refused)
 		for j := range withheld {
 			if w, ok := res.Withdrawn[withdrawalKey(lf, lf.Spec.Listeners[j].Name)]; ok && !w.Retrying {
 				// A withdrawn listener keeps its tuple while it waits.

@@ -87,28 +87,60 @@ func implementationRefusal(conds []metav1.Condition) *metav1.Condition {
 	return nil
 }
 
-// refusedOn returns, when a Gateway of the fold carries l as folded and its
-// implementation refuses it and holds the whole Gateway not accepted for a
-// tenant's listener (refusesTenants), the refusing condition and that
-// Gateway. generated are the names of the sources' listeners.
-func refusedOn(in *Input, l *gwv1.Listener, generated sets.Set[gwv1.SectionName]) (*metav1.Condition, *gwv1.Gateway) {
-	check := func(gw *gwv1.Gateway, since map[gwv1.SectionName]int64) *metav1.Condition {
-		gen, known := since[l.Name]
-		if !known {
-			gen = gw.Generation
+// refusals are, by Gateway listener name, the Gateways of a fold whose
+// implementation refuses that listener while it holds the Gateway not
+// accepted for a tenant's sake (refusesTenants), in pool order: the only
+// places a fold looks for a refusal, so a listener no Gateway refuses costs
+// a map lookup, not a search of every Gateway's spec.
+type refusals map[gwv1.SectionName][]carrier
+
+// carrier is a Gateway of the fold and the generations since which it
+// carries each listener (Input.CarriedSince).
+type carrier struct {
+	gw    *gwv1.Gateway
+	since map[gwv1.SectionName]int64
+}
+
+// refusalsOf indexes the refusals of in's Gateways; generated are the
+// names of the sources' listeners.
+func refusalsOf(in *Input, generated sets.Set[gwv1.SectionName]) refusals {
+	out := refusals{}
+	add := func(c carrier) {
+		if !refusesTenants(c.gw, generated) {
+			return
 		}
-		if st, ok := reportedFor(gw, l, gen); ok && refusesTenants(gw, generated) {
-			return implementationRefusal(st.Conditions)
+		for _, l := range c.gw.Status.Listeners {
+			if implementationRefusal(l.Conditions) != nil {
+				out[l.Name] = append(out[l.Name], c)
+			}
 		}
-		return nil
 	}
-	if c := check(in.Gateway, in.CarriedSince); c != nil {
-		return c, in.Gateway
-	}
+	add(carrier{in.Gateway, in.CarriedSince})
 	if in.Pool != nil {
 		for _, s := range in.Pool.Siblings {
-			if c := check(s.Gateway, s.CarriedSince); c != nil {
-				return c, s.Gateway
+			add(carrier{s.Gateway, s.CarriedSince})
+		}
+	}
+	return out
+}
+
+// of returns, when a Gateway of the fold carries listener e of lf as folded
+// and refuses it (for the generation that carries it), the refusing
+// condition and that Gateway.
+func (r refusals) of(lf *v1alpha1.ListenerFragment, e gwv1.ListenerEntry) (*metav1.Condition, *gwv1.Gateway) {
+	carriers := r[rules.GatewayListenerName(lf, e.Name)]
+	if len(carriers) == 0 {
+		return nil, nil
+	}
+	l := Listener(lf, e)
+	for _, c := range carriers {
+		gen, known := c.since[l.Name]
+		if !known {
+			gen = c.gw.Generation
+		}
+		if st, ok := reportedFor(c.gw, &l, gen); ok {
+			if refusal := implementationRefusal(st.Conditions); refusal != nil {
+				return refusal, c.gw
 			}
 		}
 	}
@@ -138,22 +170,11 @@ func refusesTenants(gw *gwv1.Gateway, generated sets.Set[gwv1.SectionName]) bool
 	return accepted
 }
 
-// generatedNames are the Gateway listener names of the sources' listeners.
-func generatedNames(sources []v1alpha1.ListenerFragment) sets.Set[gwv1.SectionName] {
-	names := sets.New[gwv1.SectionName]()
-	for i := range sources {
-		for _, l := range sources[i].Spec.Listeners {
-			names.Insert(rules.GatewayListenerName(&sources[i], l.Name))
-		}
-	}
-	return names
-}
-
 // withhold decides which listeners of lf the fold leaves out: those whose
 // values Gateway API disallows (rules.ListenerProblem), and those the
 // Gateway implementation refused, which it records in res.Withdrawn. It
 // returns them by index as placements.
-func withhold(in *Input, res *Result, lf *v1alpha1.ListenerFragment, generated sets.Set[gwv1.SectionName]) map[int]rules.Placement {
+func withhold(in *Input, res *Result, lf *v1alpha1.ListenerFragment, refused refusals) map[int]rules.Placement {
 	var out map[int]rules.Placement
 	for i, e := range lf.Spec.Listeners {
 		if reason, msg := rules.ListenerProblem(e); msg != "" {
@@ -164,9 +185,8 @@ func withhold(in *Input, res *Result, lf *v1alpha1.ListenerFragment, generated s
 			continue
 		}
 		key := withdrawalKey(lf, e.Name)
-		l := Listener(lf, e)
 		w, known := in.Withdrawn[key]
-		c, gw := refusedOn(in, &l, generated)
+		c, gw := refused.of(lf, e)
 		switch {
 		case c != nil && awaitsSecret(c) && (!known || w.Waiting) && (!known || in.Now.Before(w.Since.Add(SecretGrace))):
 			if !known {

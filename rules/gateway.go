@@ -70,12 +70,7 @@ func SoleStatusWriter(managed []metav1.ManagedFieldsEntry) bool {
 // ListenerSets). A listener folded for a since-deleted fragment is therefore
 // not "own", and neither is one a fragment is about to get.
 func OwnListeners(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], fragments []v1alpha1.ListenerFragment) []gwv1.Listener {
-	generated := sets.New[gwv1.SectionName]()
-	for _, lf := range fragments {
-		for _, l := range lf.Spec.Listeners {
-			generated.Insert(GatewayListenerName(&lf, l.Name))
-		}
-	}
+	generated := GeneratedNames(fragments)
 	var own []gwv1.Listener
 	for _, l := range gw.Spec.Listeners {
 		if !managed.Has(l.Name) && !generated.Has(l.Name) {
@@ -83,6 +78,17 @@ func OwnListeners(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], fragment
 		}
 	}
 	return own
+}
+
+// GeneratedNames are the Gateway listener names of the sources' listeners.
+func GeneratedNames(sources []v1alpha1.ListenerFragment) sets.Set[gwv1.SectionName] {
+	names := sets.New[gwv1.SectionName]()
+	for i := range sources {
+		for _, l := range sources[i].Spec.Listeners {
+			names.Insert(GatewayListenerName(&sources[i], l.Name))
+		}
+	}
+	return names
 }
 
 // OwnBoard returns a board holding the Gateway's own listeners.
