@@ -257,13 +257,7 @@ func OnShared(ns, name string, sec int64, listeners ...gwv1.ListenerEntry) *v1al
 // listener: what the collector backfills claims for.
 func FoldedOnShared(ns, name string, sec int64, listeners ...gwv1.ListenerEntry) *v1alpha1.ListenerFragment {
 	lf := OnShared(ns, name, sec, listeners...)
-	for _, l := range listeners {
-		lf.Status.Listeners = append(lf.Status.Listeners, v1alpha1.ListenerStatus{
-			Name:       l.Name,
-			Gateway:    &v1alpha1.GatewayListenerReference{Namespace: "infra", Name: "shared", ListenerName: v1alpha1.ListenerName(ns, name, l.Name)},
-			Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: lf.Generation}},
-		})
-	}
+	lf.Status = fixture.FoldedStatus(lf, gwv1.ObjectName(Shared.Name))
 	return lf
 }
 

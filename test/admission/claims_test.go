@@ -8,7 +8,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,6 +21,7 @@ import (
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/claims"
 	"github.com/gatefold/gatefold/rules"
+	"github.com/gatefold/gatefold/test/fixture"
 	"github.com/gatefold/gatefold/test/testenv"
 	"github.com/gatefold/gatefold/webhook"
 )
@@ -170,14 +170,7 @@ func TestNamespaceOptedBackInHasItsFragmentsClaimed(t *testing.T) {
 	reportFolded(t, ns, "repaired", gw.Name)
 	neverClaimed(t, ns, gw.Name, l, "A fragment of an opted-out namespace was given a claim")
 
-	n := &corev1.Namespace{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: ns}, n); err != nil {
-		t.Fatal(err)
-	}
-	delete(n.Labels, webhook.AdmissionLabel)
-	if err := env.Client.Update(context.Background(), n); err != nil {
-		t.Fatal(err)
-	}
+	optBackIn(t, ns)
 	waitClaim(t, ns, gw.Name, l, ns+"/repaired")
 	err := env.Client.Create(context.Background(), newFragment(ns, "copy", gw, l))
 	wantDenied(t, err, `Duplicate value: "repaired.example.com"`, `by listener "https" (HTTPS) of ListenerFragment repaired`)
@@ -192,15 +185,7 @@ func reportFolded(t *testing.T, ns, name, gw string) {
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, lf); err != nil {
 		t.Fatal(err)
 	}
-	lf.Status = v1alpha1.ListenerFragmentStatus{}
-	for _, l := range lf.Spec.Listeners {
-		lf.Status.Listeners = append(lf.Status.Listeners, v1alpha1.ListenerStatus{
-			Name:    l.Name,
-			Gateway: &v1alpha1.GatewayListenerReference{Namespace: gwv1.Namespace(ns), Name: gwv1.ObjectName(gw), ListenerName: v1alpha1.ListenerName(ns, name, l.Name)},
-			Conditions: []metav1.Condition{{Type: string(gwv1.ListenerEntryConditionAccepted), Status: metav1.ConditionTrue, Reason: string(gwv1.ListenerEntryReasonAccepted),
-				ObservedGeneration: lf.Generation, LastTransitionTime: metav1.Now(), Message: "Folded"}},
-		})
-	}
+	lf.Status = fixture.FoldedStatus(lf, gwv1.ObjectName(gw))
 	if err := env.Client.Status().Update(context.Background(), lf); err != nil {
 		t.Fatalf("Reporting fragment %s/%s folded: %v", ns, name, err)
 	}

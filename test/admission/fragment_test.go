@@ -21,6 +21,7 @@ import (
 	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/test/fixture"
+	"github.com/gatefold/gatefold/webhook"
 )
 
 func newNamespace(t *testing.T, labels map[string]string) string {
@@ -35,6 +36,19 @@ func newNamespace(t *testing.T, labels map[string]string) string {
 	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
 	waitCached(t, meta)
 	return ns.Name
+}
+
+// optBackIn removes the admission opt-out label from namespace ns.
+func optBackIn(t *testing.T, ns string) {
+	t.Helper()
+	n := &corev1.Namespace{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: ns}, n); err != nil {
+		t.Fatal(err)
+	}
+	delete(n.Labels, webhook.AdmissionLabel)
+	if err := env.Client.Update(context.Background(), n); err != nil {
+		t.Fatalf("Opting namespace %s back in to admission: %v", ns, err)
+	}
 }
 
 // newGateway creates Gateway ns/shared and waits until every replica holds it.

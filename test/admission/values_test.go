@@ -120,14 +120,7 @@ func TestFragmentStoredWithADisallowedValueStaysEditable(t *testing.T) {
 	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
 	lf := newFragment(ns, "legacy", gw, fixture.Entry("web", 8081, "http", "1.2.3.4"))
 	mustCreate(t, lf)
-	n := &corev1.Namespace{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: ns}, n); err != nil {
-		t.Fatal(err)
-	}
-	delete(n.Labels, webhook.AdmissionLabel)
-	if err := env.Client.Update(context.Background(), n); err != nil {
-		t.Fatal(err)
-	}
+	optBackIn(t, ns)
 	waitReplicas(t, "see "+ns+" opted back in", func(c client.Reader) bool {
 		meta := &metav1.PartialObjectMetadata{}
 		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))

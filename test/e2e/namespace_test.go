@@ -50,7 +50,7 @@ func TestDeletingANamespaceFreesItsTuples(t *testing.T) {
 	leaving := tenantFragment("leaving")
 	create(t, c, leaving)
 	folded := waitListenerNames(t, c, leaving, "web")["web"]
-	if held := claimsHeldBy(t, c, "leaving"); len(held) == 0 {
+	if held := claimsHeldBy(t, c, "leaving/"); len(held) == 0 {
 		t.Fatal("The folded fragment of namespace leaving holds no claim")
 	}
 
@@ -74,7 +74,7 @@ func TestDeletingANamespaceFreesItsTuples(t *testing.T) {
 		return !slices.Contains(names, folded), fmt.Sprintf("listeners %v", names)
 	})
 	waitFor(t, claimGrace+20*time.Second, "the deleted namespace's claims to be released", func() (bool, string) {
-		held := claimsHeldBy(t, c, "leaving")
+		held := claimsHeldBy(t, c, "leaving/")
 		return len(held) == 0, fmt.Sprintf("claims %v", held)
 	})
 	t.Logf("Its claims were released %s after the delete", time.Since(deleted).Round(100*time.Millisecond))
@@ -87,17 +87,17 @@ func TestDeletingANamespaceFreesItsTuples(t *testing.T) {
 	waitListenerNames(t, c, arriving, "web")
 }
 
-// claimsHeldBy lists the claims in gatefold's namespace that fragments of
-// namespace ns hold.
-func claimsHeldBy(t *testing.T, c client.Client, ns string) []string {
+// claimsHeldBy lists the claims in gatefold's namespace whose holder
+// identity (namespace/name/uid of a fragment) starts with prefix.
+func claimsHeldBy(t *testing.T, c client.Client, prefix string) []string {
 	t.Helper()
 	leases := &coordinationv1.LeaseList{}
-	if err := c.List(context.Background(), leases, client.InNamespace(installNamespace)); err != nil {
+	if err := c.List(context.Background(), leases, client.InNamespace(installNamespace), client.HasLabels{"gatefold.dev/claim"}); err != nil {
 		t.Fatalf("Listing claims: %v", err)
 	}
 	var held []string
 	for _, l := range leases.Items {
-		if holder := ptr.Deref(l.Spec.HolderIdentity, ""); strings.HasPrefix(holder, ns+"/") {
+		if holder := ptr.Deref(l.Spec.HolderIdentity, ""); strings.HasPrefix(holder, prefix) {
 			held = append(held, l.Name+" held by "+holder)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,7 +75,7 @@ func TestTenantsCannotTakeOrBreakOthersListeners(t *testing.T) {
 		p.stillServed("HTTP", victimHost, "/", "victim", nil)
 		wantFragmentAccepted(t, c, victim, metav1.ConditionTrue, string(v1alpha1.FragmentReasonAccepted))
 	}
-	if holder := claimHolder(t, c, "tenant-a/victim/"); holder == "" {
+	if held := claimsHeldBy(t, c, "tenant-a/victim/"); len(held) == 0 {
 		t.Errorf("No claim names tenant-a/victim any more")
 	}
 
@@ -204,22 +203,6 @@ func wantFragmentAccepted(t *testing.T, c client.Client, lf *v1alpha1.ListenerFr
 	if cond, _ := fragmentAccepted(t, c, lf); cond == nil || cond.Status != status || cond.Reason != reason {
 		t.Fatalf("Fragment %s/%s Accepted = %s, want %s/%s", lf.Namespace, lf.Name, conditionString(cond), status, reason)
 	}
-}
-
-// claimHolder returns the holder identity of the claim held by the
-// namespace/name/ prefix given, "" when none is.
-func claimHolder(t *testing.T, c client.Client, prefix string) string {
-	t.Helper()
-	leases := &coordinationv1.LeaseList{}
-	if err := c.List(context.Background(), leases, client.InNamespace(installNamespace), client.HasLabels{"gatefold.dev/claim"}); err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range leases.Items {
-		if h := ptr.Deref(l.Spec.HolderIdentity, ""); strings.HasPrefix(h, prefix) {
-			return h
-		}
-	}
-	return ""
 }
 
 // waitWithdrawn waits until the fragment reports its listener refused by
