@@ -1,8 +1,8 @@
-// Package merger tests the merge controller on the real control plane: the
-// Gateway API CRDs validate every Gateway it writes. No webhook is installed,
-// so tests can store the conflicts that races, opted-out namespaces and later
-// Gateway edits let through, and the merger must resolve.
-package merger
+// Package folding tests the merge controller's folding on the real control
+// plane: the Gateway API CRDs validate every Gateway it writes. No webhook is
+// installed, so tests can store the conflicts that races, opted-out namespaces
+// and later Gateway edits let through, and the merger must resolve.
+package folding
 
 import (
 	"context"
