@@ -1,5 +1,3 @@
-// Package scheme builds the runtime.Scheme every gatefold component shares:
-// Kubernetes built-in types, the Gateway API and gatefold.dev.
 package scheme
 
 import (

@@ -1,11 +1,3 @@
-// Package v1alpha1 holds the gatefold.dev/v1alpha1 API: the ListenerFragment
-// a route controller writes, and the listener-naming function it imports to
-// address its listeners on the Gateway. It owns types only, never clients, so
-// route controllers can import it with nothing but apimachinery behind it.
-//
-// +kubebuilder:object:generate=true
-// +kubebuilder:ac:generate=true
-// +groupName=gatefold.dev
 package v1alpha1
 
 import (

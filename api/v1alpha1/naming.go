@@ -19,15 +19,11 @@ const (
 var lowerBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // ListenerName returns the name of the Gateway listener that gatefold folds
-// listener `listener` of ListenerFragment namespace/fragment into. Route
-// controllers set it as a Route's parentRef sectionName without waiting for
-// the fragment's status.
-//
-// The name is stable across gatefold versions: a readable prefix (namespace,
-// fragment and listener joined by "-", cut to fit) and a hash of the exact
-// triple, so names that only differ past the cut, or in where the dots fall
-// ("a.b"/"c" against "a"/"b.c"), still differ. It is a valid SectionName of at
-// most 63 characters.
+// listener `listener` of ListenerFragment namespace/fragment into, a valid
+// SectionName of at most 63 characters, stable across gatefold versions. Route
+// controllers set it as a Route's sectionName without waiting for the status.
+// A hash of the exact triple keeps apart names that differ only past the cut
+// of the readable prefix or in where the dots fall ("a.b"/"c", "a"/"b.c").
 func ListenerName(namespace, fragment string, listener gwv1.SectionName) gwv1.SectionName {
 	return listenerName(false, namespace, fragment, listener)
 }
@@ -42,7 +38,7 @@ func ListenerSetListenerName(namespace, set string, listener gwv1.SectionName) g
 }
 
 // listenerName names a listener of a ListenerSet (set) or of a
-// ListenerFragment, whose names predate ListenerSets and stay as they were.
+// ListenerFragment; a fragment's name carries no kind, so it stays stable.
 func listenerName(set bool, namespace, source string, listener gwv1.SectionName) gwv1.SectionName {
 	key, prefix := namespace+"/"+source+"/"+string(listener), namespace+"-"+source+"-"+string(listener)
 	if set {
