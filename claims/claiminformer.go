@@ -22,21 +22,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
-// Informer is this replica's watch of the claims: the Leases in the
-// claims namespace with the claim label, never Leases elsewhere. Admission
-// and the collector read claims from it, and a request that wrote claims
-// waits until it has seen its last write (CaughtUp): watch events arrive in
-// resourceVersion order, so every claim written before that write is then in
-// it too. It runs on every replica (a Runnable that needs no leader).
+// Informer is this replica's watch of the claims (the Leases with the claim
+// label in the claims namespace, never Leases elsewhere), which admission and
+// the collector read. A request that wrote claims waits until it has seen its
+// last write (CaughtUp). It runs on every replica, leader or not.
 type Informer struct {
 	informer toolscache.SharedIndexInformer
 
 	mu sync.Mutex
 	// changed is closed, and replaced, whenever the store changes.
 	changed chan struct{}
-	// read holds each claim the store holds as read (readClaim), by name, so
-	// that its record is decoded once a version, not on every check of its
-	// Gateway.
+	// read holds each claim the store holds, decoded once a version, by name.
 	read map[string]*held
 }
 
@@ -164,10 +160,9 @@ func (i *Informer) changes() <-chan struct{} {
 }
 
 // CaughtUp waits until the store holds every claim write up to resourceVersion
-// rv ("" for: until it has synced), or ctx ends. The store's version is that
-// of the last event, relist or bookmark it applied, and it applies them in
-// order: at rv or later it lacks no write up to rv. The wait fails closed,
-// naming what it waited for.
+// rv ("" for: until it has synced), or ctx ends, and fails closed naming what
+// it waited for. The store applies events, relists and bookmarks in order, so
+// at rv or later it lacks no write up to rv.
 func (i *Informer) CaughtUp(ctx context.Context, rv string) error {
 	start := time.Now()
 	tick := time.NewTicker(claimPoll)

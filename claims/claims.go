@@ -28,30 +28,6 @@ import (
 	"github.com/gatefold/gatefold/rules"
 )
 
-// A cache read alone cannot make "one listener per tuple" race-free: two
-// concurrent creates both see nothing. The API server makes exactly one thing
-// unique, an object's name, so a listener's tuple on a Gateway is claimed by
-// creating a Lease whose name hashes (Gateway, tuple): of two concurrent
-// creates one gets AlreadyExists. Claims live in gatefold's namespace, where
-// tenants have no rights, and outlive webhook restarts.
-//
-// Listeners of groups that cannot share a port (HTTP against TCP) conflict
-// too. That is not one name, so once a request has written its claims it
-// waits until this replica's claim informer has seen its last write, and
-// checks its Gateway's claims again there. The informer applies the watch in
-// resourceVersion order, so it then holds every claim written before that
-// write: of two racing requests the later writer sees the other's claim and
-// backs off. A request that wrote nothing added no tuple and need not check
-// again. Every other claim read is from the informer too, which may lag:
-// every write is conditional on the version it judged, so a stale read
-// costs a retry, never a claim.
-//
-// A claim is released when this replica has judged, at one resourceVersion,
-// that its holder no longer wants it (see wants) for the grace period
-// without a break (see sightings). A request in flight has just written its
-// claims, which changed their version, and it ends well within the grace;
-// a holder unwanted only for a moment keeps its claim.
-
 const (
 	claimLabel        = "gatefold.dev/claim"
 	claimGatewayLabel = "gatefold.dev/gateway"
@@ -123,7 +99,7 @@ type Store struct {
 	// Namespace holds the claims.
 	Namespace string
 	// Grace is how long this replica must have judged a claim unwanted, at
-	// one version, before it releases or takes it over; longer than any
+	// one version, before it releases or takes it over: longer than any
 	// admission request is in flight, plus cache lag.
 	Grace time.Duration
 	// Period is how often the leader's collector runs: a release this
@@ -207,10 +183,9 @@ func readClaim(l *coordinationv1.Lease) *held {
 	return h
 }
 
-// Wait bounds a request's claim work, its waits for this replica's
-// informer included, and releaseWait the release of what a denied request
-// wrote: together well inside the webhooks' 10s timeout, so that the
-// requester reads why instead of a timeout.
+// Wait bounds a request's claim work, and releaseWait the release of what a
+// denied request wrote: together well inside the webhooks' 10s timeout, so
+// that the requester reads why instead of a timeout.
 const Wait, releaseWait = 5 * time.Second, 2 * time.Second
 
 // claimsOn reads the claims on Gateway gw from the informer once it has
@@ -275,16 +250,10 @@ func (s *Store) get(ctx context.Context, name string) (*held, error) {
 	return readClaim(l), nil
 }
 
-// live says whether a claim still protects its tuple: its holder wants it,
-// or this replica has not yet judged it unwanted, at its version, for the
-// grace period. Every call is a judgment that sightings records.
-//
-// A claim whose holder is provably done with it protects nothing at once:
-// this replica saw the holder deleted, or the cache shows the holder with a
-// spec that no longer wants it (deleting, moved, tuple changed), or another
-// object of its name, stored after the claim's last write. A
-// request that wrote the claim has then ended, and one that wants the tuple
-// again writes the claim again.
+// live says whether a claim still protects its tuple: its holder wants it, or
+// this replica has not yet judged it unwanted, at its version, for the grace
+// period (each call is a judgment sightings records). A holder provably done
+// with it (see View.wants) protects nothing at once.
 func (s *Store) live(ctx context.Context, v *View, h *held) (bool, error) {
 	wanted := false
 	if h.decoded {
@@ -512,11 +481,10 @@ type written struct {
 	releasable bool
 }
 
-// Acquire writes the plan's claims in listener order: creates, renewals of
-// its own it does not hold as is (heldAsIs), takeovers of claims that are no longer live. Then it checks the
-// Gateway's claims again (recheck) and backs off when a racing request took
-// a conflicting tuple. On a denial it releases what it created or took over,
-// each with the version it wrote, and returns the conflicts by listener.
+// Acquire writes the plan's claims in listener order (creates, renewals not
+// held as is, takeovers of claims no longer live), checks the Gateway's claims
+// again (recheck) and, when a racing request took a conflicting tuple, releases
+// what it created or took over and returns the conflicts by listener.
 func (s *Store) Acquire(ctx context.Context, p *Plan) ([]*rules.Conflict, error) {
 	req := p.req
 	if p.nameExists != nil && *p.nameExists {
@@ -577,10 +545,9 @@ func (s *Store) Acquire(ctx context.Context, p *Plan) ([]*rules.Conflict, error)
 	return conflicts, err
 }
 
-// heldAsIs says that kept listener i's claim is the stored fragment's,
-// exactly as the request would write it: no write is needed, since the
-// collector keeps a claim while the stored fragment wants its tuple, which
-// it does. An update that keeps its tuples then writes nothing.
+// heldAsIs says that kept listener i's claim is the stored fragment's exactly
+// as the request would write it, so no write is needed: an update that keeps
+// its tuples writes nothing.
 func (s *Store) heldAsIs(p *Plan, i int) bool {
 	have, h := p.have[i], p.req.holders[i]
 	if !p.req.kept[i] || have == nil || !have.decoded || have.holder.identity() != h.identity() {
@@ -592,15 +559,11 @@ func (s *Store) heldAsIs(p *Plan, i int) bool {
 }
 
 // recheck checks each new listener the request claimed, at versions[i],
-// again against the claims on its Gateway once this replica's informer has
-// seen the request's last write, at resourceVersion lastWrite, and with it
-// every claim written before. A listener backs off from a live conflicting
-// claim written before its own, or held by a fragment already stored (whose
-// own update may have rewritten it since): of two racing creates whose
-// tuples conflict under different claim names, the later writer sees the
-// earlier one's claim and backs off, and the earlier one wins. Were both to
-// back off from all they see, a race could leave every request denied.
-// Kept listeners are checked against the fragment's own only, as in check.
+// against the Gateway's claims once this replica's informer has seen the
+// request's last write (lastWrite). A listener backs off from a live
+// conflicting claim written before its own, or held by a stored fragment, so
+// that of two racers exactly one wins (docs/architecture.md, "The claim
+// informer"). Kept listeners are checked against the fragment's own only.
 func (s *Store) recheck(ctx context.Context, v *View, req *Request, versions []string, lastWrite string) ([]*rules.Conflict, error) {
 	claims, err := s.claimsOn(ctx, req.gateway, lastWrite)
 	if err != nil {
@@ -699,12 +662,11 @@ func (s *Store) cameFirst(ctx context.Context, v *View, h *held, mine string) (b
 	return lf.UID == h.holder.UID, nil
 }
 
-// take writes listener i's claim: it creates it, or updates the claim the
-// plan found, which changes its version so no replica releases it within
-// the grace. When another request wrote the claim meanwhile it reads it
-// again and judges it afresh. It returns the conflict when another live
-// holder has the claim, and no write at all when the plan's create turns
-// out to be of a stored name.
+// take writes listener i's claim: it creates it, or updates the one the plan
+// found (a new version restarts every replica's grace). A claim another
+// request wrote meanwhile is read again and judged afresh. It returns the
+// conflict when a live holder has it, and no write when the create's name is
+// stored.
 func (s *Store) take(ctx context.Context, v *View, p *Plan, i int) (*written, *rules.Conflict, error) {
 	c, h, have := p.req.claims[i], p.req.holders[i], p.have[i]
 	if have != nil && p.req.kept[i] && (!have.decoded || have.holder.fragment() != h.fragment()) {
@@ -780,14 +742,11 @@ func claimsOf(lf *v1alpha1.ListenerFragment) []Claim {
 	return out
 }
 
-// wants says whether fragment lf, as stored, still wants claim c: it is not
-// being deleted, its parent is c's Gateway gw, gw admits its namespace
-// (whose labels are nsLabels), it can fit beside gw's own listeners (those
-// not in managed, gatefold's), and one of its listeners takes c's tuple. lf
-// and gw are nil when they do not exist. The claim's holder UID does not
-// matter: a fragment created again under the holder's name that wants the
-// tuple keeps it, so a create racing a delete never frees a tuple its name
-// still holds.
+// wants says whether fragment lf, as stored, still wants claim c: not being
+// deleted, parent c's Gateway gw, gw admits its namespace (labels nsLabels),
+// it fits beside gw's own listeners (those not in managed), and one of its
+// listeners takes c's tuple; lf and gw are nil when absent. The holder's UID
+// does not matter, so a create racing a delete never frees its name's tuple.
 func wants(c Claim, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], nsLabels map[string]string) bool {
 	if lf == nil || gw == nil || !specWants(c, lf) {
 		return false
@@ -901,13 +860,12 @@ func (v *View) Placed(ctx context.Context, gw *gwv1.Gateway, fragments []v1alpha
 	return out, nil
 }
 
-// wants says whether the holder of h still wants it, as the cache shows it.
-// The holder is often another tenant's fragment, and the error may reach the
-// requester: a failed read is logged in full and returned naming only the
-// claim.
-// It also says whether the holder is provably done with it (see
-// Store.live); deleted says whether this replica saw a fragment UID
-// deleted.
+// wants says whether the holder of h still wants it, as the cache shows it,
+// and whether it is provably done with it (gone): seen deleted (deleted), or
+// its spec, or another object of its name, stored after the claim's last
+// write no longer wants it. A failed read is
+// logged in full and returned naming only the claim: the holder may be
+// another tenant's.
 func (v *View) wants(ctx context.Context, h *held, deleted func(types.UID) bool) (wanted, gone bool, err error) {
 	lf, wanted, err := v.holderWants(ctx, h)
 	if err != nil {

@@ -23,21 +23,15 @@ type Collected struct {
 	Released int
 	// Backfilled is how many claims stored fragments were given.
 	Backfilled int
-	// Relabelled is how many claims an earlier version wrote were given
-	// the label of their Gateway.
+	// Relabelled is how many claims without their Gateway's label were given it.
 	Relabelled int
 }
 
-// Collect is one round of the leader's collector. It reads the claims from
-// this replica's claim informer and everything else from the informer
-// cache: it makes no read of its own. It judges every claim, and releases
-// each one that it has judged unwanted by its holder, at one version, for
-// the grace period, on condition that the version is still the one it
-// judged; a version the informer shows late is only judged late. Then it
-// backfills: a stored fragment may want a tuple no claim holds (gatefold was
-// installed after it, its namespace opted back in to admission, its Gateway
-// was created after it); the fragment whose listener the fold placed on it
-// gets its claim, so a later duplicate is denied.
+// Collect is one round of the leader's collector, reading the claim informer
+// and the informer cache only: it releases each claim judged unwanted, at one
+// version, for the grace period (on condition of that version), then gives
+// stored fragments the claims they lack (backfill); see docs/architecture.md,
+// "The collector".
 func (s *Store) Collect(ctx context.Context) (Collected, error) {
 	var done Collected
 	if err := s.Claims.CaughtUp(ctx, ""); err != nil {
@@ -79,9 +73,9 @@ func (s *Store) Collect(ctx context.Context) (Collected, error) {
 	return done, errors.Join(append(errs, err)...)
 }
 
-// relabel gives a claim that an earlier version wrote without it the label
-// of its Gateway, by which admission lists a Gateway's claims, on condition
-// that the claim is still at the version read. It says whether it did.
+// relabel gives a claim without its Gateway's label, by which admission lists
+// a Gateway's claims, that label, on condition that the claim is still at the
+// version read. It says whether it did.
 func (s *Store) relabel(ctx context.Context, h *held) (bool, error) {
 	want := gatewayLabel(h.claim.Gateway)
 	if !h.decoded || h.lease.Labels[claimGatewayLabel] == want {
@@ -99,12 +93,10 @@ func (s *Store) relabel(ctx context.Context, h *held) (bool, error) {
 	}
 }
 
-// backfill gives stored fragments the unclaimed tuples they want and the
-// fold gave them (their status says so), in precedence order, where the
-// Gateway's own listeners and the claims kept leave room: a claim never
-// goes to a listener the fold did not place, which would take the tuple
-// from the one it placed. It writes nothing when every wanted tuple is
-// claimed.
+// backfill gives stored fragments the unclaimed tuples they want and the fold
+// gave them (their status says so), in precedence order: a claim never goes to
+// a listener the fold did not place, which would take the tuple from the one it
+// placed. It writes nothing when every wanted tuple is claimed.
 func (s *Store) backfill(ctx context.Context, v *View, kept []*held) (int, error) {
 	list := &v1alpha1.ListenerFragmentList{}
 	if err := s.Cache.List(ctx, list); err != nil {

@@ -8,20 +8,10 @@ import (
 )
 
 // sightings is this replica's record of how it judged each claim. A claim is
-// stale once this replica has judged it, at one resourceVersion, unwanted by
-// its holder for the grace period without a break: from the first time it
-// found it unwanted, through every judgment since, none more than a grace
-// apart. A claim judged wanted, written again, or not looked at for a grace
-// starts afresh, so a holder that is unwanted only for a moment (an
-// allowedListeners flap, a namespace relabelled and back, a Gateway deleted
-// and created again) keeps its claim.
-//
-// client-go's leader election judges a Lease the same way: a timestamp
-// written by another machine, compared with this one's clock, is only as
-// good as the two clocks agree, while a version and a local monotonic clock
-// need no agreement. A replica that has not watched a claim for the grace
-// therefore never releases it, and a write to a claim restarts every
-// replica's watch.
+// stale once this replica has judged it, at one resourceVersion, unwanted for
+// the grace period without a break; judged wanted, written again or not looked
+// at for a grace, it starts afresh. Like client-go's leader election, it never
+// compares another machine's timestamp with this one's clock.
 type sightings struct {
 	mu    sync.Mutex
 	grace time.Duration
