@@ -10,7 +10,7 @@ import (
 	"github.com/gatefold/gatefold/rules"
 )
 
-// Pool is the rest of the pool a Gateway heads (rules.PoolAnnotation): the
+// Pool is the rest of the pool a Gateway heads (v1alpha1.PoolAnnotation): the
 // siblings gatefold created from it.
 type Pool struct {
 	// Siblings are the pool's other Gateways, in pool order (by the number

@@ -20,7 +20,7 @@ import (
 // HTTP listener (a redirect, say) that every sibling carries too.
 func poolHead() *gwv1.Gateway {
 	gw := gateway(gwv1.NamespacesFromAll, own("http", 80, gwv1.HTTPProtocolType, ""))
-	gw.Annotations = map[string]string{rules.PoolAnnotation: "true"}
+	gw.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
 	return gw
 }
 

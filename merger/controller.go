@@ -19,6 +19,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/fold"
+	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/rules"
 )
 
@@ -212,7 +213,7 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (fold.I
 	// must not wait until the cache has seen every status the status
 	// writers wrote. A status it reads stale is checked again by its writer.
 	list := &v1alpha1.ListenerFragmentList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{rules.ParentIndex: key.String()}, client.DisableReadYourWritesConsistency); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{manager.ParentIndex: key.String()}, client.DisableReadYourWritesConsistency); err != nil {
 		return in, setsNotFolded, fmt.Errorf("listing fragments of Gateway %s: %w", key, err)
 	}
 	for _, lf := range list.Items {

@@ -43,7 +43,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, lf *v1alpha1.ListenerFragm
 	if err != nil {
 		return fmt.Errorf("encoding status of %s: %w", rules.SourceOf(lf), err)
 	}
-	if err := r.Client.Status().Apply(ctx, applied, client.FieldOwner(rules.FieldManager), client.ForceOwnership); err != nil {
+	if err := r.Client.Status().Apply(ctx, applied, client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // deleted since the cache saw it
 		}

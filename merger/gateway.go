@@ -23,6 +23,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwapply "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
+	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/fold"
 	"github.com/gatefold/gatefold/rules"
 )
@@ -420,7 +421,7 @@ func (r *Reconciler) apply(ctx context.Context, t target, listeners []gwv1.Liste
 		spec.WithListeners(ac)
 	}
 	applied := gwapply.Gateway(t.key.Name, t.key.Namespace).WithResourceVersion(t.gw.ResourceVersion).WithSpec(spec)
-	opts := []client.ApplyOption{client.FieldOwner(rules.FieldManager), client.ForceOwnership}
+	opts := []client.ApplyOption{client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership}
 	if dryRun {
 		opts = append(opts, client.DryRunAll, client.DisableReadYourWritesConsistency)
 	} else if err := r.fenced(); err != nil {
@@ -457,10 +458,10 @@ func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv
 	if gw.Labels == nil {
 		gw.Labels = map[string]string{}
 	}
-	gw.Labels[rules.PoolLabel] = rules.PoolLabelValue(t.head.Name)
+	gw.Labels[v1alpha1.PoolLabel] = rules.PoolLabelValue(t.head.Name)
 	gw.OwnerReferences = slices.DeleteFunc(gw.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == t.head.UID })
 	gw.OwnerReferences = append(gw.OwnerReferences, metav1.OwnerReference{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: t.head.Name, UID: t.head.UID, Controller: ptr.To(true)})
-	opts := []client.CreateOption{client.FieldOwner(rules.FieldManager)}
+	opts := []client.CreateOption{client.FieldOwner(v1alpha1.FieldManager)}
 	if dryRun {
 		opts = append(opts, client.DryRunAll, client.DisableReadYourWritesConsistency)
 	} else if err := r.fenced(); err != nil {
@@ -475,7 +476,7 @@ func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv
 		r.applied(ctx, t, false, len(listeners))
 		return nil
 	}
-	updateOpts := []client.UpdateOption{client.FieldOwner(rules.FieldManager)}
+	updateOpts := []client.UpdateOption{client.FieldOwner(v1alpha1.FieldManager)}
 	if dryRun {
 		updateOpts = append(updateOpts, client.DryRunAll, client.DisableReadYourWritesConsistency)
 	}

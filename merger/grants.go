@@ -129,12 +129,12 @@ func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragme
 	if current == nil {
 		// Created, not applied: a grant of that name someone made since the
 		// cache saw none is never taken over.
-		err = r.Client.Create(ctx, desired, client.FieldOwner(rules.FieldManager))
+		err = r.Client.Create(ctx, desired, client.FieldOwner(v1alpha1.FieldManager))
 	} else {
 		// Fenced by the version read, for the same reason.
 		applied := &gwapply.ReferenceGrantApplyConfiguration{}
 		if err = convert(desired, applied); err == nil {
-			err = r.Client.Apply(ctx, applied.WithResourceVersion(current.ResourceVersion), client.FieldOwner(rules.FieldManager), client.ForceOwnership)
+			err = r.Client.Apply(ctx, applied.WithResourceVersion(current.ResourceVersion), client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership)
 		}
 	}
 	switch {
@@ -158,7 +158,7 @@ func desiredGrant(key types.NamespacedName, lf *v1alpha1.ListenerFragment, gatew
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: key.Namespace,
 			Name:      key.Name,
-			Labels:    map[string]string{"app.kubernetes.io/managed-by": rules.FieldManager},
+			Labels:    map[string]string{"app.kubernetes.io/managed-by": v1alpha1.FieldManager},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: rules.APIVersionOf(rules.KindOf(lf)), Kind: rules.KindOf(lf), Name: lf.Name, UID: lf.UID, Controller: ptr.To(true),
 			}},

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/fold"
+	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/rules"
 )
 
@@ -125,7 +126,7 @@ func (a *announced) first(gc *gwv1.GatewayClass) bool {
 // of kind ListenerSet.
 func (r *Reconciler) readListenerSets(ctx context.Context, key types.NamespacedName, in *fold.Input) error {
 	list := &gwv1.ListenerSetList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{rules.ParentIndex: key.String()}, client.DisableReadYourWritesConsistency); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{manager.ParentIndex: key.String()}, client.DisableReadYourWritesConsistency); err != nil {
 		return fmt.Errorf("listing ListenerSets of Gateway %s: %w", key, err)
 	}
 	for _, ls := range rules.FromListenerSets(list.Items) {
@@ -146,7 +147,7 @@ func (r *Reconciler) readListenerSets(ctx context.Context, key types.NamespacedN
 // Gateway's fold lists them: every fold takes back what gatefold wrote for
 // them before their parentRef changed.
 func (r *Reconciler) finishListenerSets(ctx context.Context, key types.NamespacedName, gw *gwv1.Gateway, mode listenerSetMode, res fold.Result) error {
-	errs := []error{r.takeBack(ctx, rules.NoGatewayParent, nil, setsNotFolded)}
+	errs := []error{r.takeBack(ctx, manager.NoGatewayParent, nil, setsNotFolded)}
 	switch {
 	case mode == setsFolded && gw.DeletionTimestamp.IsZero():
 		errs = append(errs, r.applyAttachedListenerSets(ctx, gw, attachedListenerSets(res)))
@@ -169,7 +170,7 @@ func (r *Reconciler) finishListenerSets(ctx context.Context, key types.Namespace
 // left to that writer.
 func (r *Reconciler) takeBack(ctx context.Context, parent string, gw *gwv1.Gateway, mode listenerSetMode) error {
 	list := &gwv1.ListenerSetList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{rules.ParentIndex: parent}, client.DisableReadYourWritesConsistency); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{manager.ParentIndex: parent}, client.DisableReadYourWritesConsistency); err != nil {
 		return fmt.Errorf("listing the ListenerSets of %s: %w", parent, err)
 	}
 	var errs []error
@@ -179,7 +180,7 @@ func (r *Reconciler) takeBack(ctx context.Context, parent string, gw *gwv1.Gatew
 			errs = append(errs, r.applyGrant(ctx, &ls, nil, nil, false))
 		}
 		switch {
-		case gw == nil && parent != rules.NoGatewayParent && (pending || rules.StatusWritten(ls.ManagedFields)):
+		case gw == nil && parent != manager.NoGatewayParent && (pending || rules.StatusWritten(ls.ManagedFields)):
 			r.setReports.publish(&ls, fold.NotAccepted(&ls, v1alpha1.FragmentReasonParentNotAccepted, fmt.Sprintf("Gateway %s does not exist", parent)))
 		case mode == setsNotFolded && rules.StatusWritten(ls.ManagedFields) && rules.SoleStatusWriter(ls.ManagedFields):
 			errs = append(errs, r.releaseStatus(ctx, &ls))
@@ -280,7 +281,7 @@ func (r *Reconciler) applyGatewayStatus(ctx context.Context, gw *gwv1.Gateway, s
 	if status != nil {
 		applied.WithStatus(status)
 	}
-	if err := r.Client.Status().Apply(ctx, applied, client.FieldOwner(rules.FieldManager), client.ForceOwnership); err != nil {
+	if err := r.Client.Status().Apply(ctx, applied, client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -299,7 +300,7 @@ func (r *Reconciler) releaseStatus(ctx context.Context, ls *v1alpha1.ListenerFra
 		return err
 	}
 	applied := gwapply.ListenerSet(ls.Name, ls.Namespace).WithResourceVersion(ls.ResourceVersion)
-	if err := r.Client.Status().Apply(ctx, applied, client.FieldOwner(rules.FieldManager), client.ForceOwnership); err != nil {
+	if err := r.Client.Status().Apply(ctx, applied, client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

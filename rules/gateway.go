@@ -14,16 +14,12 @@ import (
 	"github.com/gatefold/gatefold/api/v1alpha1"
 )
 
-// FieldManager is the field manager of everything gatefold applies: the
-// Gateway listeners it folds, fragment statuses and ReferenceGrants.
-const FieldManager = "gatefold"
-
 // ManagedListeners returns the names of the Gateway's listeners that
-// FieldManager applied, read from the Gateway's managedFields.
+// v1alpha1.FieldManager applied, read from the Gateway's managedFields.
 func ManagedListeners(gw *gwv1.Gateway) sets.Set[gwv1.SectionName] {
 	names := sets.New[gwv1.SectionName]()
 	for _, mf := range gw.ManagedFields {
-		if mf.Manager != FieldManager || mf.Subresource != "" || mf.FieldsV1 == nil {
+		if mf.Manager != v1alpha1.FieldManager || mf.Subresource != "" || mf.FieldsV1 == nil {
 			continue
 		}
 		var fields struct {
@@ -46,22 +42,22 @@ func ManagedListeners(gw *gwv1.Gateway) sets.Set[gwv1.SectionName] {
 	return names
 }
 
-// StatusWritten says whether FieldManager owns fields of the object's
-// status, read from its managedFields: gatefold wrote it and has not
-// released it.
+// StatusWritten says whether v1alpha1.FieldManager owns fields of the
+// object's status, read from its managedFields: gatefold wrote it and has
+// not released it.
 func StatusWritten(managed []metav1.ManagedFieldsEntry) bool {
 	return slices.ContainsFunc(managed, func(mf metav1.ManagedFieldsEntry) bool {
-		return mf.Manager == FieldManager && mf.Subresource == "status"
+		return mf.Manager == v1alpha1.FieldManager && mf.Subresource == "status"
 	})
 }
 
-// SoleStatusWriter says whether no one but FieldManager owns fields of the
-// object's status: releasing gatefold's then leaves no one's values half
-// gone. An implementation that writes with update owns only the fields it
+// SoleStatusWriter says whether no one but v1alpha1.FieldManager owns
+// fields of the object's status: releasing gatefold's then leaves no one's
+// values half gone. An implementation that writes with update owns only the fields it
 // changed, so gatefold may own the rest of an entry both wrote.
 func SoleStatusWriter(managed []metav1.ManagedFieldsEntry) bool {
 	return !slices.ContainsFunc(managed, func(mf metav1.ManagedFieldsEntry) bool {
-		return mf.Manager != FieldManager && mf.Subresource == "status"
+		return mf.Manager != v1alpha1.FieldManager && mf.Subresource == "status"
 	})
 }
 

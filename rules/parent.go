@@ -11,9 +11,6 @@ import (
 	"github.com/gatefold/gatefold/api/v1alpha1"
 )
 
-// ParentIndex indexes ListenerFragments by "namespace/name" of their Gateway.
-const ParentIndex = "gatefold.dev/parent-gateway"
-
 // ParentOf returns the Gateway a fragment's (or ListenerSet's) parentRef
 // names; the namespace defaults to its own.
 func ParentOf(lf *v1alpha1.ListenerFragment) types.NamespacedName {

@@ -114,7 +114,7 @@ func TooManyListenersMessage(gateway string, taken int, kind string, need int) s
 	fix := "move it to another Gateway, or remove listeners"
 	if kind == KindListenerFragment {
 		// A pool spreads fragments; a ListenerSet stays on its Gateway.
-		fix = fmt.Sprintf("move it to another Gateway, remove listeners, or let the Gateway's owner make it a pool (annotation %s: \"true\")", PoolAnnotation)
+		fix = fmt.Sprintf("move it to another Gateway, remove listeners, or let the Gateway's owner make it a pool (annotation %s: \"true\")", v1alpha1.PoolAnnotation)
 	}
 	return fmt.Sprintf("Gateway %s has %d of its %d listeners taken and this %s needs %d: %s", gateway, taken, MaxListeners, kind, need, fix)
 }

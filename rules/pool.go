@@ -11,26 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
 )
 
-// A Gateway its owner marks with PoolAnnotation heads a pool: when its
-// fragments do not fit in its MaxListeners, the merger creates sibling
-// Gateways from it and places each fragment whole on one Gateway of the
-// pool. Fragments name the head as their parent; a tuple is taken once per
-// pool.
-const (
-	// PoolAnnotation, set to "true" on a Gateway, makes it the head of a
-	// pool that grows.
-	PoolAnnotation = "gatefold.dev/pool"
-	// PoolLabel on a sibling names its head (PoolLabelValue), which also
-	// controls it (an ownerReference): a label alone does not make a
-	// Gateway a sibling.
-	PoolLabel = "gatefold.dev/pool-head"
-)
-
-// PoolLabelValue is the PoolLabel value of the siblings of head: its name,
-// or, past the 63 characters a label value may have, its first 46 and a
-// hash of it.
+// PoolLabelValue is the v1alpha1.PoolLabel value of the siblings of head:
+// its name, or, past the 63 characters a label value may have, its first 46
+// and a hash of it.
 func PoolLabelValue(head string) string {
 	if len(head) <= validation.LabelValueMaxLength {
 		return head
@@ -40,12 +27,12 @@ func PoolLabelValue(head string) string {
 }
 
 // PoolHead says whether the Gateway's owner made it the head of a pool.
-func PoolHead(gw *gwv1.Gateway) bool { return gw.Annotations[PoolAnnotation] == "true" }
+func PoolHead(gw *gwv1.Gateway) bool { return gw.Annotations[v1alpha1.PoolAnnotation] == "true" }
 
 // HeadOf returns the head of the pool a sibling belongs to, and false for a
 // Gateway that is no sibling.
 func HeadOf(gw *gwv1.Gateway) (types.NamespacedName, bool) {
-	label, labelled := gw.Labels[PoolLabel]
+	label, labelled := gw.Labels[v1alpha1.PoolLabel]
 	ref := metav1.GetControllerOf(gw)
 	if !labelled || ref == nil || ref.Kind != "Gateway" || label != PoolLabelValue(ref.Name) || !strings.HasPrefix(ref.APIVersion, gwv1.GroupName+"/") {
 		return types.NamespacedName{}, false

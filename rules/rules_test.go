@@ -116,10 +116,10 @@ func TestConflictMessage(t *testing.T) {
 func TestManagedListeners(t *testing.T) {
 	fields := metav1.NewFieldsV1
 	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
-		{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: fields(
+		{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: fields(
 			`{"f:spec":{"f:listeners":{"k:{\"name\":\"ours-a\"}":{".":{},"f:port":{}},"k:{\"name\":\"ours-b\"}":{".":{}}}}}`)},
 		// The status subresource and other managers do not count.
-		{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, Subresource: "status", FieldsV1: fields(
+		{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, Subresource: "status", FieldsV1: fields(
 			`{"f:spec":{"f:listeners":{"k:{\"name\":\"not-spec\"}":{}}}}`)},
 		{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: fields(
 			`{"f:spec":{"f:listeners":{"k:{\"name\":\"human\"}":{".":{}}}}}`)},
@@ -334,7 +334,7 @@ func TestPoolNamesAndLabels(t *testing.T) {
 		if errs := validation.IsValidLabelValue(label); len(errs) > 0 {
 			t.Errorf("PoolLabelValue(%q) = %q, not a label value: %v", head, label, errs)
 		}
-		sib := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: SiblingName(head, 2), Labels: map[string]string{PoolLabel: label},
+		sib := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: SiblingName(head, 2), Labels: map[string]string{v1alpha1.PoolLabel: label},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: head, Controller: ptr.To(true)}}}}
 		if got, ok := HeadOf(sib); !ok || got.Name != head {
 			t.Errorf("HeadOf(sibling of %q) = %v, %v", head, got, ok)

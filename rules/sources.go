@@ -67,12 +67,6 @@ func SourceOf(lf *v1alpha1.ListenerFragment) Source {
 // String is the kind and namespace/name, as a user would look it up.
 func (s Source) String() string { return s.Kind + " " + s.NamespacedName.String() }
 
-// NoGatewayParent is the rules.ParentIndex value of the ListenerSets whose
-// parentRef names another kind than Gateway: no Gateway's fold reads them,
-// and what gatefold wrote for them before their parentRef changed must
-// still be taken back.
-const NoGatewayParent = "!no-gateway"
-
 // SelectsGateway says whether a ListenerSet's parentRef selects a Gateway:
 // its CRD, unlike a fragment's, lets the group and kind name anything.
 func SelectsGateway(ref gwv1.ParentGatewayReference) bool {

@@ -44,8 +44,8 @@ func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission
 		return nil
 	}
 	var warnings admission.Warnings
-	if mark, ok := gw.Annotations[rules.PoolAnnotation]; ok && !rules.PoolHead(gw) {
-		warnings = append(warnings, fmt.Sprintf("metadata.annotations[%s] is %q: only \"true\" makes this Gateway the head of a pool, so gatefold treats it as unmarked", rules.PoolAnnotation, mark))
+	if mark, ok := gw.Annotations[v1alpha1.PoolAnnotation]; ok && !rules.PoolHead(gw) {
+		warnings = append(warnings, fmt.Sprintf("metadata.annotations[%s] is %q: only \"true\" makes this Gateway the head of a pool, so gatefold treats it as unmarked", v1alpha1.PoolAnnotation, mark))
 	}
 	fragments, err := fragmentsOf(ctx, v.cache, gw)
 	var placed, listenerSets []v1alpha1.ListenerFragment
@@ -104,5 +104,5 @@ func byGatefold(ctx context.Context) bool {
 	var opts struct {
 		FieldManager string `json:"fieldManager"`
 	}
-	return json.Unmarshal(req.Options.Raw, &opts) == nil && opts.FieldManager == rules.FieldManager
+	return json.Unmarshal(req.Options.Raw, &opts) == nil && opts.FieldManager == v1alpha1.FieldManager
 }

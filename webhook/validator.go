@@ -17,6 +17,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/claims"
+	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/rules"
 )
 
@@ -247,7 +248,7 @@ func invalid(lf *v1alpha1.ListenerFragment, errs field.ErrorList) error {
 // must only be read.
 func fragmentsOf(ctx context.Context, c client.Reader, gw *gwv1.Gateway) ([]v1alpha1.ListenerFragment, error) {
 	list := &v1alpha1.ListenerFragmentList{}
-	if err := c.List(ctx, list, client.MatchingFields{rules.ParentIndex: klog.KObj(gw).String()}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.List(ctx, list, client.MatchingFields{manager.ParentIndex: klog.KObj(gw).String()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing fragments of Gateway %s: %w", klog.KObj(gw), err)
 	}
 	return list.Items, nil
@@ -271,7 +272,7 @@ func listenerSetsOf(ctx context.Context, cache client.Reader, controllers sets.S
 		return nil, nil
 	}
 	list := &gwv1.ListenerSetList{}
-	if err := cache.List(ctx, list, client.MatchingFields{rules.ParentIndex: klog.KObj(gw).String()}); err != nil {
+	if err := cache.List(ctx, list, client.MatchingFields{manager.ParentIndex: klog.KObj(gw).String()}); err != nil {
 		return nil, fmt.Errorf("listing ListenerSets of Gateway %s: %w", klog.KObj(gw), err)
 	}
 	return rules.FromListenerSets(list.Items), nil

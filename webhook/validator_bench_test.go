@@ -94,7 +94,7 @@ func validatorWithFragments(ctx context.Context, b *testing.B, cfg *rest.Config,
 	var objs []client.Object
 	var annotations map[string]string
 	if perGateway > rules.MaxListeners-1 {
-		annotations = map[string]string{rules.PoolAnnotation: "true"}
+		annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
 	}
 	for g := range n / perGateway {
 		objs = append(objs, &gwv1.Gateway{

@@ -324,7 +324,7 @@ func TestPoolHeadChecksEveryStoredFragment(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			gw := selectorGateway(gwv1.Listener{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType})
 			if tc.pool {
-				gw.Annotations = map[string]string{rules.PoolAnnotation: "true"}
+				gw.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
 			}
 			// Stored while their namespace had opted out: none holds a claim.
 			objs := []client.Object{namespace("infra", nil), namespace(claimsNS, nil), namespace("shop", tenant),
@@ -352,7 +352,7 @@ func TestNamespaceNotAdmittedLearnsOnlyThat(t *testing.T) {
 	gw := selectorGateway(gwListener("main", 443, gwv1.HTTPSProtocolType, "app.example.com"))
 	sibling := selectorGateway()
 	sibling.Name = rules.SiblingName("shared", 2)
-	sibling.Labels = map[string]string{rules.PoolLabel: rules.PoolLabelValue("shared")}
+	sibling.Labels = map[string]string{v1alpha1.PoolLabel: rules.PoolLabelValue("shared")}
 	sibling.OwnerReferences = []metav1.OwnerReference{{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: "shared", UID: "shared-uid", Controller: ptr.To(true)}}
 	s := newStore(t, namespace("infra", nil), namespace(claimsNS, nil), namespace("shop", tenant), namespace("outside", map[string]string{"team": "outside"}),
 		gw, sibling, onShared("shop", "app", 1, blogHTTPS))

@@ -121,24 +121,34 @@ func (l *Lease) Fence() error {
 	return nil
 }
 
-// IndexFragmentParents registers rules.ParentIndex on ListenerFragments,
+// ParentIndex indexes ListenerFragments and ListenerSets by "namespace/name"
+// of their Gateway.
+const ParentIndex = "gatefold.dev/parent-gateway"
+
+// NoGatewayParent is the ParentIndex value of the ListenerSets whose
+// parentRef names another kind than Gateway: no Gateway's fold reads them,
+// and what gatefold wrote for them before their parentRef changed must
+// still be taken back.
+const NoGatewayParent = "!no-gateway"
+
+// IndexFragmentParents registers ParentIndex on ListenerFragments,
 // once for both the webhooks and the merger.
 func IndexFragmentParents(ctx context.Context, indexer client.FieldIndexer) error {
-	return indexer.IndexField(ctx, &v1alpha1.ListenerFragment{}, rules.ParentIndex, func(o client.Object) []string {
+	return indexer.IndexField(ctx, &v1alpha1.ListenerFragment{}, ParentIndex, func(o client.Object) []string {
 		return []string{rules.ParentOf(o.(*v1alpha1.ListenerFragment)).String()}
 	})
 }
 
-// IndexListenerSetParents registers rules.ParentIndex on ListenerSets, for
+// IndexListenerSetParents registers ParentIndex on ListenerSets, for
 // a replica that folds them (--listenerset-controllers). A ListenerSet whose
 // parentRef names another kind than Gateway is indexed under
-// rules.NoGatewayParent, so never folded.
+// NoGatewayParent, so never folded.
 func IndexListenerSetParents(ctx context.Context, indexer client.FieldIndexer) error {
-	return indexer.IndexField(ctx, &gwv1.ListenerSet{}, rules.ParentIndex, func(o client.Object) []string {
+	return indexer.IndexField(ctx, &gwv1.ListenerSet{}, ParentIndex, func(o client.Object) []string {
 		if gw, ok := rules.ListenerSetParent(o.(*gwv1.ListenerSet)); ok {
 			return []string{gw.String()}
 		}
-		return []string{rules.NoGatewayParent}
+		return []string{NoGatewayParent}
 	})
 }
 

@@ -368,7 +368,7 @@ func applyAsGatefold(t *testing.T, gw *gwv1.Gateway, listeners ...gwv1.Listener)
 	if err := unstructured.SetNestedSlice(u.Object, items, "spec", "listeners"); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(rules.FieldManager), client.ForceOwnership); err != nil {
+	if err := env.Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership); err != nil {
 		t.Fatalf("Applying listeners as gatefold: %v", err)
 	}
 }

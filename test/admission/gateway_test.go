@@ -11,7 +11,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/scheme"
-	"github.com/gatefold/gatefold/rules"
+	"github.com/gatefold/gatefold/api/v1alpha1"
 )
 
 func TestGatewayWebhookOnlyWarnsAndSkipsGatefold(t *testing.T) {
@@ -72,7 +72,7 @@ func TestGatewayWebhookOnlyWarnsAndSkipsGatefold(t *testing.T) {
 	c, w := warningClient(t)
 	before = gw.DeepCopy()
 	gw.Labels = map[string]string{"folded": "again"}
-	if err := c.Patch(context.Background(), gw, client.MergeFrom(before), client.FieldOwner(rules.FieldManager)); err != nil {
+	if err := c.Patch(context.Background(), gw, client.MergeFrom(before), client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 		t.Fatalf("Patching the Gateway with gatefold's field manager: %v", err)
 	}
 	if len(w.seen) != 0 {

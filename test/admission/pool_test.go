@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/fixture"
 )
@@ -17,7 +18,7 @@ import (
 func newPoolHead(t *testing.T, ns string) *gwv1.Gateway {
 	t.Helper()
 	gw := fixture.Gateway(ns, gwv1.NamespacesFromAll)
-	gw.Annotations = map[string]string{rules.PoolAnnotation: "true"}
+	gw.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
 	mustCreate(t, gw)
 	waitCached(t, gw)
 	return gw
@@ -31,7 +32,7 @@ func TestFragmentNamingASiblingIsDenied(t *testing.T) {
 	head := newPoolHead(t, infra)
 	sibling := fixture.Gateway(infra, gwv1.NamespacesFromAll)
 	sibling.Name = rules.SiblingName(head.Name, 2)
-	sibling.Labels = map[string]string{rules.PoolLabel: head.Name}
+	sibling.Labels = map[string]string{v1alpha1.PoolLabel: head.Name}
 	sibling.OwnerReferences = []metav1.OwnerReference{{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: head.Name, UID: head.UID, Controller: ptr.To(true)}}
 	mustCreate(t, sibling)
 	waitCached(t, sibling)
@@ -40,7 +41,7 @@ func TestFragmentNamingASiblingIsDenied(t *testing.T) {
 	wantDenied(t, err, fmt.Sprintf(`spec.parentRef.name: Invalid value: "shared-2": Gateway %s/shared-2 is one gatefold created for the pool of Gateway %s/shared: set spec.parentRef.name to shared`, infra, infra))
 
 	lookalike := fixture.Gateway(infra, gwv1.NamespacesFromAll)
-	lookalike.Name, lookalike.Labels = "lookalike", map[string]string{rules.PoolLabel: head.Name}
+	lookalike.Name, lookalike.Labels = "lookalike", map[string]string{v1alpha1.PoolLabel: head.Name}
 	mustCreate(t, lookalike)
 	waitCached(t, lookalike)
 	mustCreate(t, newFragment(shop, "blog", lookalike, https("web", "blog.example.com")))
@@ -54,7 +55,7 @@ func TestFragmentThatCanNeverBePlacedIsDenied(t *testing.T) {
 	head := fixture.Gateway(infra, gwv1.NamespacesFromAll,
 		gwv1.Listener{Name: "http", Port: 8080, Protocol: gwv1.HTTPProtocolType},
 		gwv1.Listener{Name: "admin", Port: 9090, Protocol: gwv1.HTTPProtocolType})
-	head.Annotations = map[string]string{rules.PoolAnnotation: "true"}
+	head.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
 	mustCreate(t, head)
 	waitCached(t, head)
 	var big []gwv1.ListenerEntry
@@ -85,7 +86,7 @@ func TestPoolTakesATupleOnce(t *testing.T) {
 func TestMistypedPoolMarkGetsAWarning(t *testing.T) {
 	ns := newNamespace(t, nil)
 	gw := fixture.Gateway(ns, gwv1.NamespacesFromAll)
-	gw.Annotations = map[string]string{rules.PoolAnnotation: "yes"}
+	gw.Annotations = map[string]string{v1alpha1.PoolAnnotation: "yes"}
 	c, w := warningClient(t)
 	if err := c.Create(context.Background(), gw); err != nil {
 		t.Fatalf("Creating the Gateway must never be denied by gatefold: %v", err)

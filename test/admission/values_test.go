@@ -150,12 +150,12 @@ func TestNamespaceTheGatewayDoesNotAdmitLearnsOnlyThat(t *testing.T) {
 	blog := newNamespace(t, map[string]string{"team": "blog"})
 	gw := fixture.Gateway(infra, gwv1.NamespacesFromSelector, gatewayHTTPS("main", "app.example.com"))
 	gw.Spec.AllowedListeners.Namespaces.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}
-	gw.Annotations = map[string]string{rules.PoolAnnotation: "true"}
+	gw.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
 	mustCreate(t, gw)
 	waitCached(t, gw)
 	mustCreate(t, newFragment(shop, "checkout", gw, https("https", "checkout.example.com")))
 	sibling := gw.DeepCopy()
-	sibling.ObjectMeta = metav1.ObjectMeta{Namespace: infra, Name: rules.SiblingName(gw.Name, 2), Labels: map[string]string{rules.PoolLabel: gw.Name},
+	sibling.ObjectMeta = metav1.ObjectMeta{Namespace: infra, Name: rules.SiblingName(gw.Name, 2), Labels: map[string]string{v1alpha1.PoolLabel: gw.Name},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: gw.Name, UID: gw.UID, Controller: ptr.To(true)}}}
 	mustCreate(t, sibling)
 	waitCached(t, sibling)

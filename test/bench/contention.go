@@ -252,7 +252,7 @@ func applyListeners(ctx context.Context, c client.Client, ns, gateway string, ls
 
 // fragments is gatefold: each route controller writes its own
 // ListenerFragment; the merger folds them. With pool, the fragments all
-// name one Gateway heading a pool (rules.PoolAnnotation) instead of G
+// name one Gateway heading a pool (v1alpha1.PoolAnnotation) instead of G
 // hand-made ones, and the merger creates the Gateways they need.
 type fragments struct{ pool bool }
 
@@ -471,7 +471,7 @@ func (h *harness) createGateways(ctx context.Context, setup client.Client, ns st
 	for g := range gateways {
 		gw := exampleGateway(ns, gatewayName(g))
 		if pool {
-			gw.Annotations = map[string]string{rules.PoolAnnotation: "true"}
+			gw.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
 		}
 		if err := setup.Create(ctx, gw); err != nil {
 			return err

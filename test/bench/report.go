@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/rules"
 )
 
@@ -247,7 +248,7 @@ func (r *Report) contentionMarkdown(b *strings.Builder) {
 	b.WriteString("`limit`: one writer applies each Gateway's full list once (the physical limit). `floor`: the writers create one plain ConfigMap per route (the floor of any design with one object per route). ")
 	if pooled {
 		fmt.Fprintf(b, "`%s`: the fragments all name one Gateway marked `%s: \"true\"` instead of %d made by hand, and the merger creates the Gateways of its pool as they fill (⌈%d / %d⌉ = %d). ",
-			pool.Strategy, rules.PoolAnnotation, p.Gateways, p.Routes, poolRoom, poolGateways(p.Routes))
+			pool.Strategy, v1alpha1.PoolAnnotation, p.Gateways, p.Routes, poolRoom, poolGateways(p.Routes))
 	}
 	b.WriteString("\"Writes returned\": until the last writer's last write returned; \"all there\": until every listener was on its Gateway.\n\n")
 	b.WriteString("| strategy | writers | writes returned | vs floor | all there | vs limit | Gateways | Gateway writes | per Gateway | 409 conflicts | server timeouts | writer requests | gatefold writes | correct |\n")

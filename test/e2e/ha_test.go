@@ -111,7 +111,7 @@ func testLeaderFailover(t *testing.T, pooled bool, fragments, killAt int) {
 	}
 	gw := fixture.Gateway("infra", gwv1.NamespacesFromAll)
 	if pooled {
-		gw.Annotations = map[string]string{rules.PoolAnnotation: "true"}
+		gw.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
 	}
 	if err := env.Client.Create(ctx, gw); err != nil {
 		t.Fatal(err)

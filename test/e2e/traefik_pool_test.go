@@ -38,7 +38,7 @@ func TestTraefikServesAPoolsSiblings(t *testing.T) {
 
 	head := fixture.Gateway("infra", gwv1.NamespacesFromAll, fixture.Own("own", httpPort, gwv1.HTTPProtocolType, "own.example.com"))
 	head.Spec.GatewayClassName = gwv1.ObjectName(dp.GatewayClass)
-	head.Annotations = map[string]string{rules.PoolAnnotation: "true"}
+	head.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
 	create(t, c, head)
 	siblingKey := client.ObjectKey{Namespace: head.Namespace, Name: rules.SiblingName(head.Name, 2)}
 

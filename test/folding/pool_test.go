@@ -40,7 +40,7 @@ const shrinkMargin = 1500 * time.Millisecond
 func poolHead(t *testing.T, ns string) *gwv1.Gateway {
 	t.Helper()
 	gw := fixture.Gateway(ns, gwv1.NamespacesFromSame, fixture.Own("http", 80, gwv1.HTTPProtocolType, ""))
-	gw.Annotations = map[string]string{rules.PoolAnnotation: "true"}
+	gw.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
 	create(t, gw)
 	return gw
 }
@@ -105,7 +105,7 @@ func pool(t *testing.T, head *gwv1.Gateway) map[string]*gwv1.Gateway {
 	out := map[string]*gwv1.Gateway{}
 	for i := range list.Items {
 		gw := &list.Items[i]
-		if gw.Name == head.Name || gw.Labels[rules.PoolLabel] == head.Name {
+		if gw.Name == head.Name || gw.Labels[v1alpha1.PoolLabel] == head.Name {
 			out[gw.Name] = gw
 		}
 	}
@@ -413,7 +413,7 @@ func TestUnmarkedHeadDrainsItsSiblings(t *testing.T) {
 	ns, head, sibling, landed := overflowed(t)
 	current := &gwv1.Gateway{}
 	get(t, client.ObjectKeyFromObject(head), current)
-	delete(current.Annotations, rules.PoolAnnotation)
+	delete(current.Annotations, v1alpha1.PoolAnnotation)
 	if err := env.Client.Update(ctx, current); err != nil {
 		t.Fatalf("Unmarking the head: %v", err)
 	}
@@ -458,7 +458,7 @@ func TestUnmarkedHeadDrainsItsSiblings(t *testing.T) {
 func TestPoolLeavesOthersGatewaysAlone(t *testing.T) {
 	ns := newNamespace(t, nil)
 	taken := fixture.Gateway(ns, gwv1.NamespacesFromSame, fixture.Own("mine", 9000, gwv1.HTTPProtocolType, ""))
-	taken.Name, taken.Labels = rules.SiblingName("shared", 2), map[string]string{rules.PoolLabel: "shared"}
+	taken.Name, taken.Labels = rules.SiblingName("shared", 2), map[string]string{v1alpha1.PoolLabel: "shared"}
 	create(t, taken)
 	head := poolHead(t, ns)
 	createRoutes(t, ns, head, 0, 64)

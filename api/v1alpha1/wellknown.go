@@ -1,0 +1,20 @@
+package v1alpha1
+
+// Names users see on objects gatefold reads or writes.
+const (
+	// FieldManager is the field manager of everything gatefold applies: the
+	// Gateway listeners it folds, fragment and ListenerSet statuses, and
+	// ReferenceGrants. managedFields name it.
+	FieldManager = "gatefold"
+
+	// PoolAnnotation, set to "true" by its owner on a Gateway, makes the
+	// Gateway the head of a pool: when its fragments do not fit in one
+	// Gateway, gatefold creates sibling Gateways from it and places each
+	// fragment whole on one Gateway of the pool.
+	PoolAnnotation = "gatefold.dev/pool"
+
+	// PoolLabel on a sibling names its head, which also controls it (an
+	// ownerReference): a label alone does not make a Gateway a sibling.
+	// Past 63 characters the value is the head's first 46 and a hash.
+	PoolLabel = "gatefold.dev/pool-head"
+)
