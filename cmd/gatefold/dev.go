@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/gatefold/gatefold/certs"
+	"github.com/gatefold/gatefold/internal/app"
 	"github.com/gatefold/gatefold/internal/dataplane"
 	"github.com/gatefold/gatefold/internal/devenv"
 )
@@ -287,19 +288,20 @@ func startDevManager(ctx context.Context, env *devenv.Env, metricsAddr string) (
 	}
 	// The manager's defaults, then what a process beside its own control
 	// plane needs.
-	var o managerOptions
-	o.bindFlags(flag.NewFlagSet("manager", flag.ContinueOnError))
-	o.metrics.bindAddress, o.metrics.secure, o.probeAddr = metricsAddr, false, "0"
-	o.webhookHost, o.webhookPort = env.WebhookHost(), env.WebhookPort()
-	o.certDir = env.WebhookCertDir() // envtest's, which the API server trusts
-	o.certs.mode = certs.ModeCertManager
-	o.webhook.ClaimsNamespace = devNamespace
-	o.webhook.ClaimGrace, o.webhook.CollectPeriod = 30*time.Second, 15*time.Second
-	o.leaderElect = false
+	var o app.Options
+	o.BindFlags(flag.NewFlagSet("manager", flag.ContinueOnError))
+	o.Metrics.BindAddress, o.Metrics.Secure, o.ProbeAddr = metricsAddr, false, "0"
+	o.WebhookHost, o.WebhookPort = env.WebhookHost(), env.WebhookPort()
+	o.CertDir = env.WebhookCertDir() // envtest's, which the API server trusts
+	o.Certs.Mode = certs.ModeCertManager
+	o.Webhook.ClaimsNamespace = devNamespace
+	o.Webhook.ClaimGrace, o.Webhook.CollectPeriod = 30*time.Second, 15*time.Second
+	o.LeaderElect = false
 	// Traefik v3.6 does not support ListenerSets: a ListenerSet applied to
 	// the samples' Gateway folds like a fragment.
-	o.listenerSetControllers = []string{dataplane.ControllerName}
+	o.ListenerSetControllers = []string{dataplane.ControllerName}
+	o.Version = version
 	done := make(chan error, 1)
-	go func() { done <- startManager(ctx, env.Config, o) }()
+	go func() { done <- app.Run(ctx, env.Config, o) }()
 	return done, nil
 }

@@ -1,14 +1,13 @@
-package main
+package app
 
 import (
 	"flag"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
-func TestManagerRefusesFlagsItCannotRunWith(t *testing.T) {
+func TestValidateRefusesFlagsTheManagerCannotRunWith(t *testing.T) {
 	tests := map[string]struct {
 		args []string
 		want string
@@ -24,10 +23,7 @@ func TestManagerRefusesFlagsItCannotRunWith(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			// A kubeconfig that does not exist: a manager that got past its
-			// flags fails on it and never reaches a cluster.
-			args := append([]string{"--kubeconfig=" + filepath.Join(t.TempDir(), "none")}, tc.args...)
-			err := runManager(args)
+			err := parse(t, tc.args...).Validate()
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("gatefold manager %s: got %v, want an error containing %q", strings.Join(tc.args, " "), err, tc.want)
 			}
@@ -35,17 +31,24 @@ func TestManagerRefusesFlagsItCannotRunWith(t *testing.T) {
 	}
 }
 
-func TestManagerDefaultsLeaveAMarginForTheAdmissionChain(t *testing.T) {
-	var o managerOptions
-	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
-	o.bindFlags(fs)
-	if err := fs.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.validate(); err != nil {
+func TestDefaultsLeaveAMarginForTheAdmissionChain(t *testing.T) {
+	o := parse(t)
+	if err := o.Validate(); err != nil {
 		t.Errorf("The defaults are refused: %v", err)
 	}
-	if o.webhook.ClaimGrace != time.Minute {
-		t.Errorf("--claim-grace defaults to %v, want 1m: longer than parallel 10s webhooks plus storage and cache lag", o.webhook.ClaimGrace)
+	if o.Webhook.ClaimGrace != time.Minute {
+		t.Errorf("--claim-grace defaults to %v, want 1m: longer than parallel 10s webhooks plus storage and cache lag", o.Webhook.ClaimGrace)
 	}
+}
+
+// parse returns the Options of the `gatefold manager` flags args.
+func parse(t *testing.T, args ...string) *Options {
+	t.Helper()
+	var o Options
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	o.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return &o
 }
