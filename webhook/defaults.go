@@ -14,15 +14,11 @@ import (
 )
 
 // DefaultFragment fills in what a fragment leaves out and normalises what the
-// API server would otherwise reject, so `App.Example.COM.` is stored as
-// `app.example.com` instead of failing the hostname pattern. It never widens
-// what a fragment asks for: a hostname that normalises to nothing would
-// match every hostname, and an explicit empty parentRef group or kind names
-// no Gateway, so both are errors, not defaults. Only ASCII letters are
-// lowercased; a hostname with any other letter is an error that names its
-// IDNA form, as is a missing parentRef name: the API server checks its
-// schema only after this webhook, and its messages would quote a pattern.
-// It is idempotent.
+// API server would reject (`App.Example.COM.` is stored as `app.example.com`).
+// It is idempotent and never widens what a fragment asks for: an empty
+// normalised hostname, an explicit empty parentRef group or kind, a non-ASCII
+// hostname or a missing parentRef name are errors, in words (the API server's
+// schema check, which runs later, would quote a pattern).
 func DefaultFragment(lf *v1alpha1.ListenerFragment) field.ErrorList {
 	var errs field.ErrorList
 	ref := &lf.Spec.ParentRef

@@ -1,6 +1,11 @@
-// Package webhook admits ListenerFragments: it defaults and normalises them,
-// and denies, before anything is stored, a listener that the Gateway could
-// not take. Duplicate decisions are race-free through package claims,
-// whose conflicts it turns into field errors.
-// It reads Gateways and never writes them: folding is the merger's job.
+// Package webhook is admission, the last stage of the admission path
+// (api → rules → claims → webhook): the mutating webhook defaults and
+// normalises ListenerFragments, the fragment validator denies before anything
+// is stored a listener its Gateway could not take, and the Gateway validator
+// warns a Gateway's owner of its listeners' conflicts with fragments.
+//
+// It imports api/v1alpha1, rules (the answers) and claims (race-free
+// duplicates), and turns their answers into field errors; it is the only
+// package that speaks field.ErrorList. It reads Gateways from the informer
+// cache and never writes them, and never imports merger.
 package webhook

@@ -92,10 +92,9 @@ func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission
 }
 
 // byGatefold says whether the request is a write with gatefold's field
-// manager: the merger's own fold, whose conflicts it reports on the
-// fragments, and which would only log the warnings. The webhook's
-// matchCondition skips gatefold's ServiceAccount as installed; this skips
-// gatefold run as anyone else, as `gatefold dev` runs it.
+// manager, whose conflicts the merger reports on the fragments. The webhook's
+// matchCondition skips gatefold's ServiceAccount; this skips gatefold run as
+// anyone else (`gatefold dev`).
 func byGatefold(ctx context.Context) bool {
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil || len(req.Options.Raw) == 0 {

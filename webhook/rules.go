@@ -48,12 +48,10 @@ func CheckAgainstBoard(lf *v1alpha1.ListenerFragment, gateway string, own *rules
 	return checkListeners(lf, gateway, own, nil)
 }
 
-// checkListeners is CheckAgainstBoard for an update, where kept marks the
-// listeners whose tuple the stored fragment already had (see
-// keptListeners): those are checked against the fragment's own earlier
-// listeners only. A Gateway change or a fragment of an opted-out namespace
-// may have taken such a tuple since; the merger reports that listener
-// Conflicted, and the fragment's other listeners stay editable.
+// checkListeners is CheckAgainstBoard for an update: kept listeners (see
+// keptListeners) are checked against the fragment's own earlier listeners
+// only, so that a tuple taken since by a Gateway change or an opted-out
+// namespace leaves the fragment's other listeners editable.
 func checkListeners(lf *v1alpha1.ListenerFragment, gateway string, others *rules.Board, kept []bool) field.ErrorList {
 	return conflictErrors(lf, gateway, claims.Conflicts(lf, others, kept))
 }
@@ -101,10 +99,9 @@ func CheckAllowedListeners(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, nsLa
 }
 
 // CheckValues denies what the schema admits and Gateway API does not (see
-// rules.ProtocolProblem, rules.HostnameProblem and
-// rules.CertificateKindProblem). On an update, old is the stored fragment:
-// a value its listener of the same name already had is not checked again,
-// so that a fragment stored before a rule was added stays editable.
+// rules.ProtocolProblem, HostnameProblem, CertificateKindProblem). On an
+// update, a value the stored listener of that name (in old) already had is not
+// checked again, so a fragment stored before a rule was added stays editable.
 func CheckValues(old, lf *v1alpha1.ListenerFragment) field.ErrorList {
 	var errs field.ErrorList
 	for i, l := range lf.Spec.Listeners {
@@ -163,10 +160,8 @@ func CheckCertificateRefs(lf *v1alpha1.ListenerFragment, grants map[string][]gwv
 }
 
 // checkFits denies a fragment that can never be placed beside the Gateway's
-// own listeners (own of them): it would hold its tuples for nothing. old is
-// the stored fragment of an update, which is checked only when the update
-// adds listeners or moves it, so that a fragment the Gateway's owner
-// crowded out stays editable.
+// own listeners (own of them). An update (old is stored) is checked only when
+// it adds listeners or moves, so a fragment crowded out stays editable.
 func checkFits(old, lf *v1alpha1.ListenerFragment, own int, gw *gwv1.Gateway) field.ErrorList {
 	if old != nil && rules.ParentOf(old) == rules.ParentOf(lf) && len(lf.Spec.Listeners) <= len(old.Spec.Listeners) {
 		return nil

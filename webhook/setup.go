@@ -43,10 +43,9 @@ func optedOut(namespaceLabels map[string]string) bool {
 type Options struct {
 	// ClaimsNamespace holds the claims; only gatefold may write there.
 	ClaimsNamespace string
-	// ClaimGrace is how long a replica must have judged a claim unwanted by
-	// its holder, at one version, before it releases or takes it over;
-	// longer than the slowest admission chain (validating webhooks run in
-	// parallel, each up to its timeout) plus cache lag.
+	// ClaimGrace is how long a replica must have judged a claim unwanted, at
+	// one version, before it releases or takes it over; longer than the
+	// slowest admission chain plus cache lag.
 	ClaimGrace time.Duration
 	// CollectPeriod is how often the leader releases claims no fragment
 	// wants and backfills claims stored fragments lack; shorter than
@@ -56,9 +55,8 @@ type Options struct {
 	// collector then skips its round.
 	Fence func() error
 	// ListenerSetControllers are the controllerNames of the GatewayClasses
-	// whose ListenerSets gatefold folds: a fragment is also checked against
-	// their listeners. manager.IndexListenerSetParents must have been
-	// registered when it is not empty.
+	// whose ListenerSets gatefold folds, which a fragment is also checked
+	// against; manager.IndexListenerSetParents must be registered for them.
 	ListenerSetControllers sets.Set[string]
 }
 
@@ -66,9 +64,8 @@ type Options struct {
 // +kubebuilder:webhook:path=/validate-gatefold-dev-v1alpha1-listenerfragment,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=gatefold.dev,resources=listenerfragments,verbs=create;update,versions=v1alpha1,name=vlistenerfragment.gatefold.dev,admissionReviewVersions=v1,timeoutSeconds=10
 
 // The Gateway webhook only warns, so it must never stand between a Gateway's
-// owner and the Gateway: it is ignored when it fails or takes more than 3s,
-// and gatefold's own ServiceAccount (as config/default names it), which
-// applies the folded listeners, skips it.
+// owner and the Gateway: it is ignored on failure or after 3s, and gatefold's
+// own ServiceAccount, which applies the folded listeners, skips it.
 // +kubebuilder:webhook:path=/validate-gateway-networking-k8s-io-v1-gateway,mutating=false,failurePolicy=ignore,sideEffects=None,groups=gateway.networking.k8s.io,resources=gateways,verbs=create;update,versions=v1,name=vgateway.gatefold.dev,admissionReviewVersions=v1,timeoutSeconds=3,patch=`{"matchConditions":[{"name":"not-gatefold","expression":"request.userInfo.username != 'system:serviceaccount:gatefold-system:gatefold-controller-manager'"}]}`
 
 // +kubebuilder:rbac:groups=gatefold.dev,resources=listenerfragments,verbs=get;list;watch
@@ -77,18 +74,12 @@ type Options struct {
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete,namespace=gatefold-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=gatefold-system
 
-// Setup registers the webhooks with the manager's webhook server, and the
-// claim collector, which releases and backfills claims on the leader only.
-// manager.IndexFragmentParents must have been registered. The webhooks read the
-// informer cache itself, not the client: they must not wait for the merger's
-// writes to reach the cache, which they do not need to see.
-//
-// Setup also creates the informers the webhooks read, so that the cache
-// starts them on every replica, leader or not, instead of the first
-// admission request building them within its timeout, and the claim
-// informer, which it runs on every replica; and it adds the readiness check
-// "informers", which fails until they have all synced: the manager starts
-// the webhook server before the caches.
+// Setup registers the webhooks with the manager's webhook server and the claim
+// collector (leader only); manager.IndexFragmentParents must be registered. It
+// creates the informers the webhooks read, so that the cache starts them on
+// every replica, runs the claim informer, and adds the readiness check
+// "informers", which fails until all have synced. The webhooks read the cache
+// itself: they must never wait for the merger's writes to reach it.
 func Setup(mgr ctrl.Manager, opts Options) (*claims.Store, error) {
 	informers, err := webhookInformers(mgr.GetCache(), opts.ListenerSetControllers.Len() > 0)
 	if err != nil {
@@ -126,14 +117,10 @@ func Setup(mgr ctrl.Manager, opts Options) (*claims.Store, error) {
 	return store, err
 }
 
-// newClaimStore returns the claim store of opts, with its client and its
-// informer of the claims. Claims are not in the manager's cache: that would
-// watch Leases cluster-wide, which gatefold's RBAC rightly forbids (it may
-// use Leases in the claims namespace only). Nor are they throttled on this
-// side: an admission request waits on each claim write, and the manager's
-// client-side limit (20 requests a second) made every create past a short
-// burst wait for it; the API server's priority and fairness still limits
-// them.
+// newClaimStore returns the claim store of opts, with its client and claim
+// informer. Claims are not in the manager's cache, which would watch Leases
+// cluster-wide, nor rate-limited on this side: each admission request waits on
+// its claim writes, and the API server's priority and fairness limits them.
 func newClaimStore(mgr ctrl.Manager, opts Options) (*claims.Store, error) {
 	cfg := rest.CopyConfig(mgr.GetConfig())
 	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
@@ -166,8 +153,6 @@ func newClaimStore(mgr ctrl.Manager, opts Options) (*claims.Store, error) {
 // webhookInformers gets from the cache, creating them, the informers of what
 // the webhooks read: Gateways, namespaces as metadata, ReferenceGrants and
 // ListenerFragments, and with listenerSets ListenerSets and GatewayClasses.
-// Before the cache starts this only registers them; the cache starts them
-// with itself.
 func webhookInformers(c cache.Informers, listenerSets bool) (map[string]syncer, error) {
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))

@@ -48,11 +48,9 @@ func (v *fragmentValidator) ValidateCreate(ctx context.Context, lf *v1alpha1.Lis
 	return v.validate(ctx, nil, lf)
 }
 
-// ValidateUpdate checks only a changed spec: a route controller relabelling a
-// fragment that a later Gateway change made conflicted must not be blocked;
-// the merger reports that conflict instead. For the same reason a changed
-// spec is checked against other holders only where it takes a tuple the
-// stored fragment did not have.
+// ValidateUpdate checks only a changed spec, and against other holders only
+// the tuples the stored fragment did not have: a fragment that a later Gateway
+// change made conflicted stays editable, and the merger reports the conflict.
 func (v *fragmentValidator) ValidateUpdate(ctx context.Context, old, lf *v1alpha1.ListenerFragment) (admission.Warnings, error) {
 	if equality.Semantic.DeepEqual(old.Spec, lf.Spec) {
 		return nil, nil
@@ -88,12 +86,10 @@ func (v *fragmentValidator) nameStored(ctx context.Context, lf *v1alpha1.Listene
 }
 
 // validate checks everything a fragment needs that the cache can tell, then
-// claims its listeners: first reading only, so a denial writes nothing, then
+// claims its listeners: reading only, so a denial writes nothing, then
 // writing. old is the stored fragment of an update, nil for a create. A
-// fragment of a Gateway that does not exist, or does not admit its
-// namespace, claims nothing; the collector backfills its claims once the
-// Gateway admits it. A namespace the Gateway does not admit learns only
-// that: not the Gateway's pool, nor the tuples taken on it.
+// fragment whose Gateway is missing or does not admit its namespace claims
+// nothing, and learns nothing of the Gateway's pool or tuples.
 func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.ListenerFragment) (admission.Warnings, error) {
 	if !lf.DeletionTimestamp.IsZero() {
 		return nil, nil
@@ -165,20 +161,12 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 	return warnings, invalid(lf, conflictErrors(lf, gwKey.String(), conflicts))
 }
 
-// storedBoard returns a board of what the request is checked against besides
-// claims, and how many own listeners the Gateway has: the Gateway's own
-// listeners, the tuples claims reserve, then, in precedence order, the
-// listeners the fold would place (rules.Board.Place) of the Gateway's other
-// stored fragments, and of its ListenerSets where gatefold folds them (not
-// being deleted, of a namespace the Gateway admits). A stored fragment may
-// hold no claim (its Gateway was created after it, its namespace opted out of
-// admission or back in, gatefold was installed after it) until the
-// collector's next round; it precedes any create, and on an update
-// protecting it is the safe answer. But only what the fold places: a
-// listener stored past admission that the fold reports Conflicted (an
-// opted-out namespace's), or a ListenerSet's, which is stored whatever it
-// conflicts with as upstream's are, is on no Gateway and blocks no one.
-// Claims stay what makes the decision race-free between fragments.
+// storedBoard returns the board a request is checked against besides claims,
+// and the Gateway's count of own listeners: its own listeners, the tuples
+// claims reserve, then, in precedence order, what the fold would place of the
+// Gateway's other stored fragments and folded ListenerSets. A stored source
+// may hold no claim until the collector's next round; what the fold does not
+// place blocks no one (docs/architecture.md, "Claims").
 func (v *fragmentValidator) storedBoard(ctx context.Context, view *claims.View, gw *gwv1.Gateway, lf *v1alpha1.ListenerFragment) (*rules.Board, int, error) {
 	fragments, err := fragmentsOf(ctx, v.cache, gw)
 	if err != nil {
