@@ -39,7 +39,7 @@ type Input struct {
 	CarriedSince map[gwv1.SectionName]int64
 	// Rejected are fragments whose listeners the API server refused on the
 	// Gateway, with its message: they are left out so that the rest fold.
-	Rejected map[rules.Source]string
+	Rejected map[rules.SourceRef]string
 	// Claims are the fragments that hold admission's claims on the
 	// Gateway's tuples, by tuple: a claimed tuple goes to its holder
 	// whatever the precedence (see rules.Board.Reserve).
@@ -69,7 +69,7 @@ type Result struct {
 	Siblings []SiblingListeners
 	// Statuses are the fragments' statuses by namespace/name. Conditions
 	// carry no lastTransitionTime: the writer keeps the stored one.
-	Statuses map[rules.Source]v1alpha1.ListenerFragmentStatus
+	Statuses map[rules.SourceRef]v1alpha1.ListenerFragmentStatus
 	// Outcomes are every fragment listener's outcome, in precedence order.
 	Outcomes []Outcome
 	// Withdrawn are the listeners withdrawn after the Gateway
@@ -79,7 +79,7 @@ type Result struct {
 
 // Outcome is what became of one fragment listener.
 type Outcome struct {
-	Fragment rules.Source
+	Fragment rules.SourceRef
 	Listener gwv1.SectionName
 	// Reason is Accepted when folded, else why not.
 	Reason gwv1.ListenerEntryConditionReason
@@ -103,7 +103,7 @@ func (o Outcome) Folded() bool { return o.Reason == gwv1.ListenerEntryReasonAcce
 // in.Fragments. The result never repeats a name or a tuple of another
 // listener, and never holds more than MaxListeners with the own listeners.
 func Fold(in Input) Result {
-	res := Result{Statuses: map[rules.Source]v1alpha1.ListenerFragmentStatus{}, Withdrawn: map[WithdrawalKey]Withdrawal{}}
+	res := Result{Statuses: map[rules.SourceRef]v1alpha1.ListenerFragmentStatus{}, Withdrawn: map[WithdrawalKey]Withdrawal{}}
 	for i := range in.Deleting {
 		res.Statuses[keyOf(&in.Deleting[i])] = deleting(&in.Deleting[i])
 	}
@@ -184,7 +184,7 @@ func Fold(in Input) Result {
 // listener a Gateway of the pool carried for it.
 type Handover struct {
 	Tuple    rules.Tuple
-	From, To rules.Source
+	From, To rules.SourceRef
 }
 
 // Handovers returns the tuples res gives to another source than the one
@@ -195,7 +195,7 @@ func Handovers(in *Input, res Result) []Handover {
 	if in.Gateway == nil {
 		return nil
 	}
-	bySource := map[gwv1.SectionName]rules.Source{}
+	bySource := map[gwv1.SectionName]rules.SourceRef{}
 	wanted := sets.New[Handover]()
 	for i := range in.Fragments {
 		lf := &in.Fragments[i]
@@ -204,7 +204,7 @@ func Handovers(in *Input, res Result) []Handover {
 			wanted.Insert(Handover{Tuple: rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple(), From: keyOf(lf)})
 		}
 	}
-	carried := map[rules.Tuple]rules.Source{}
+	carried := map[rules.Tuple]rules.SourceRef{}
 	gateways := []*gwv1.Gateway{in.Gateway}
 	if in.Pool != nil {
 		for _, s := range in.Pool.Siblings {
@@ -233,7 +233,7 @@ func Handovers(in *Input, res Result) []Handover {
 	return out
 }
 
-func keyOf(lf *v1alpha1.ListenerFragment) rules.Source { return rules.SourceOf(lf) }
+func keyOf(lf *v1alpha1.ListenerFragment) rules.SourceRef { return rules.RefOf(lf) }
 
 func gatewayKey(gw *gwv1.Gateway) string { return gw.Namespace + "/" + gw.Name }
 

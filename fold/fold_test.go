@@ -674,7 +674,7 @@ func checkInvariants(t *testing.T, in Input, r Result) {
 			t.Fatalf("Fragment %s/%s has no status", lf.Namespace, lf.Name)
 		}
 	}
-	on := map[rules.Source]string{}
+	on := map[rules.SourceRef]string{}
 	n := 0
 	for _, o := range r.Outcomes {
 		if !o.Folded() {
@@ -875,7 +875,7 @@ func TestFoldLeavesOutRejectedFragments(t *testing.T) {
 	in := Input{Gateway: gateway(gwv1.NamespacesFromAll), Fragments: []v1alpha1.ListenerFragment{
 		fragment("shop", "f", 0, entry("web", 443, gwv1.HTTPSProtocolType, "a.example.com")),
 		fragment("shop", "g", 1, entry("web", 443, gwv1.HTTPSProtocolType, "b.example.com")),
-	}, Rejected: map[rules.Source]string{fragmentKey("shop", "f"): "denied by policy no-a"}}
+	}, Rejected: map[rules.SourceRef]string{fragmentKey("shop", "f"): "denied by policy no-a"}}
 	r := Fold(in)
 	if diff := cmp.Diff([]string{"shop/g/web: Accepted"}, outcomes(r)); diff != "" {
 		t.Fatalf("Outcomes (-want +got):\n%s", diff)
@@ -886,8 +886,8 @@ func TestFoldLeavesOutRejectedFragments(t *testing.T) {
 	}
 }
 
-func fragmentKey(ns, name string) rules.Source {
-	return rules.Source{Kind: rules.KindListenerFragment, NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
+func fragmentKey(ns, name string) rules.SourceRef {
+	return rules.SourceRef{Kind: rules.KindListenerFragment, NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
 }
 
 // listenerSet is a ListenerSet ns/name created `created` seconds after the
@@ -934,7 +934,7 @@ func TestFoldOrdersListenerSetsAndFragmentsAsOne(t *testing.T) {
 
 	// Upstream's ListenerSet status: a set none of whose listeners folds is
 	// not accepted, and a conflicted listener says the conflict thrice.
-	st := r.Statuses[rules.Source{Kind: rules.KindListenerSet, NamespacedName: types.NamespacedName{Namespace: "shop", Name: "new"}}]
+	st := r.Statuses[rules.SourceRef{Kind: rules.KindListenerSet, NamespacedName: types.NamespacedName{Namespace: "shop", Name: "new"}}]
 	for typ, want := range map[string]string{"Accepted": "False/ListenersNotValid", "Programmed": "False/ListenersNotValid"} {
 		if c := meta.FindStatusCondition(st.Conditions, typ); c == nil || string(c.Status)+"/"+c.Reason != want {
 			t.Errorf("ListenerSet shop/new %s = %+v, want %s", typ, c, want)

@@ -59,7 +59,7 @@ type pool struct {
 	rooms  []*room
 	pooled bool
 	// stays are the rooms that carry a source's listeners now.
-	stays    map[rules.Source]stay
+	stays    map[rules.SourceRef]stay
 	noGrowth string
 	draining bool
 	names    sets.Set[string]
@@ -112,7 +112,7 @@ func newPool(in *Input, own []gwv1.Listener, sources, placeable []v1alpha1.Liste
 	// its sources carry (the head's own listeners grew), its youngest ones
 	// lose their place, and move as new ones would.
 	for i := range placeable {
-		key := rules.SourceOf(&placeable[i])
+		key := rules.RefOf(&placeable[i])
 		if s, ok := p.stays[key]; ok {
 			if r := p.rooms[s.room]; r.taken+r.reserved+s.carried.Len() > rules.MaxListeners {
 				delete(p.stays, key)
@@ -126,7 +126,7 @@ func newPool(in *Input, own []gwv1.Listener, sources, placeable []v1alpha1.Liste
 
 // stays finds, for every source, the room that carries most of its
 // listeners now (the first of equals).
-func stays(rooms []*room, sources []v1alpha1.ListenerFragment) map[rules.Source]stay {
+func stays(rooms []*room, sources []v1alpha1.ListenerFragment) map[rules.SourceRef]stay {
 	on := map[gwv1.SectionName]int{}
 	for i, r := range rooms {
 		for _, l := range r.gw.Spec.Listeners {
@@ -135,7 +135,7 @@ func stays(rooms []*room, sources []v1alpha1.ListenerFragment) map[rules.Source]
 			}
 		}
 	}
-	out := map[rules.Source]stay{}
+	out := map[rules.SourceRef]stay{}
 	for i := range sources {
 		lf := &sources[i]
 		carried := map[int]sets.Set[gwv1.SectionName]{}
@@ -154,7 +154,7 @@ func stays(rooms []*room, sources []v1alpha1.ListenerFragment) map[rules.Source]
 			}
 		}
 		if best >= 0 {
-			out[rules.SourceOf(lf)] = stay{room: best, carried: carried[best]}
+			out[rules.RefOf(lf)] = stay{room: best, carried: carried[best]}
 		}
 	}
 	return out
@@ -168,7 +168,7 @@ func (p *pool) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Ref
 		return p.board.PlaceWithout(lf, grants, gatewayKey(p.head), withheld), p.rooms[0]
 	}
 	t := p.board.Try(lf, grants, gatewayKey(p.head), withheld)
-	s, stays := p.stays[rules.SourceOf(lf)]
+	s, stays := p.stays[rules.RefOf(lf)]
 	if stays {
 		p.rooms[s.room].reserved -= s.carried.Len()
 	}

@@ -184,7 +184,7 @@ func TestPoolPlacement(t *testing.T) {
 				fs := routes(0, 63)
 				head, managed := carrying(poolHead(), nil, fs...)
 				return Input{Gateway: head, Managed: managed, Fragments: append(fs, routes(100, 1)...), Pool: &Pool{Names: sets.New("shared")},
-					Rejected: map[rules.Source]string{fragmentKey("shop", "r0005"): "refused"}}
+					Rejected: map[rules.SourceRef]string{fragmentKey("shop", "r0005"): "refused"}}
 			},
 			per:    map[string]int{"shared": 63},
 			landed: map[string]string{"r0100": "shared"},

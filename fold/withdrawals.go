@@ -36,7 +36,7 @@ func retryAfter(attempts int) time.Duration {
 
 // WithdrawalKey names one listener of one generation of a source.
 type WithdrawalKey struct {
-	Source     rules.Source
+	Source     rules.SourceRef
 	UID        types.UID
 	Generation int64
 	Listener   gwv1.SectionName

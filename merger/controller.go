@@ -104,7 +104,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var w writes
 	for i := range in.Fragments {
 		lf := &in.Fragments[i]
-		r.reportsOf(rules.KindOf(lf)).publish(lf, res.Statuses[rules.SourceOf(lf)])
+		r.reportsOf(rules.KindOf(lf)).publish(lf, res.Statuses[rules.RefOf(lf)])
 		// After a refused apply the Gateway still carries the listeners it
 		// had: their grants must stay as they are.
 		if r.ManageReferenceGrants && gatewayRefused == nil && w.note(r.applyGrant(ctx, lf, in.Gateway, res.Outcomes, false)) {
@@ -115,7 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Only once the Gateway no longer carries their listeners.
 		for i := range in.Deleting {
 			lf := &in.Deleting[i]
-			r.reportsOf(rules.KindOf(lf)).publish(lf, res.Statuses[rules.SourceOf(lf)])
+			r.reportsOf(rules.KindOf(lf)).publish(lf, res.Statuses[rules.RefOf(lf)])
 		}
 	}
 	// Last, so that a refused count holds back no status or grant.

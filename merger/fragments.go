@@ -41,7 +41,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, lf *v1alpha1.ListenerFragm
 		applied = lfapply.ListenerFragment(lf.Name, lf.Namespace).WithResourceVersion(lf.ResourceVersion).WithStatus(status)
 	}
 	if err != nil {
-		return fmt.Errorf("encoding status of %s: %w", rules.SourceOf(lf), err)
+		return fmt.Errorf("encoding status of %s: %w", rules.RefOf(lf), err)
 	}
 	if err := r.Client.Status().Apply(ctx, applied, client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -52,7 +52,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, lf *v1alpha1.ListenerFragm
 			return err
 		}
 		statusApplies.WithLabelValues(resultError).Inc()
-		return fmt.Errorf("applying status of %s: %w", rules.SourceOf(lf), err)
+		return fmt.Errorf("applying status of %s: %w", rules.RefOf(lf), err)
 	}
 	statusApplies.WithLabelValues(resultWritten).Inc()
 	r.recordEvents(lf, lf.Status, desired)

@@ -82,7 +82,7 @@ func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *fol
 			log.FromContext(ctx).Info("The API server refused a source's listeners; folding the others", "gateway", klog.KObj(gw), "refusedBy", t.key, "source", source.String(), "message", msg)
 		}
 		if in.Rejected == nil {
-			in.Rejected = map[rules.Source]string{}
+			in.Rejected = map[rules.SourceRef]string{}
 		}
 		maps.Copy(in.Rejected, blamed)
 		r.refusals.remember(key, in.Fragments, blamed, time.Now())
@@ -113,7 +113,7 @@ func refusedByGateway(in *fold.Input, refusedBy types.NamespacedName, err error)
 		msg = fmt.Sprintf("The API server refused gatefold's write to Gateway %s of the pool of Gateway %s, which the head's owner must resolve: %v", refusedBy, client.ObjectKeyFromObject(in.Gateway), err)
 	}
 	if in.Rejected == nil {
-		in.Rejected = map[rules.Source]string{}
+		in.Rejected = map[rules.SourceRef]string{}
 	}
 	for {
 		res := fold.Fold(*in)
@@ -159,9 +159,9 @@ func refused(err error) bool {
 // but only if the Gateway takes some set of gatefold's listeners without it
 // (those accepted so far, or none): else the cause is not the fragment's. It
 // costs about 2·r·log2(n) dry runs for r refused fragments of n.
-func (r *Reconciler) bisect(ctx context.Context, t target, res fold.Result) (map[rules.Source]string, error) {
+func (r *Reconciler) bisect(ctx context.Context, t target, res fold.Result) (map[rules.SourceRef]string, error) {
 	type group struct {
-		key       rules.Source
+		key       rules.SourceRef
 		listeners []gwv1.Listener
 	}
 	var groups []group
@@ -175,7 +175,7 @@ func (r *Reconciler) bisect(ctx context.Context, t target, res fold.Result) (map
 		groups[len(groups)-1].listeners = append(groups[len(groups)-1].listeners, *o.GatewayListener)
 	}
 	var accepted []gwv1.Listener
-	blamed := map[rules.Source]string{}
+	blamed := map[rules.SourceRef]string{}
 	var baseline error // whether the Gateway takes none of gatefold's listeners
 	baselineTried := false
 	// Refused alone while nothing was accepted and the Gateway refuses none of

@@ -53,7 +53,7 @@ func secretsToGrant(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []
 	}
 	folded := sets.New[gwv1.SectionName]()
 	for _, o := range outcomes {
-		if o.Fragment == rules.SourceOf(lf) && o.Folded() {
+		if o.Fragment == rules.RefOf(lf) && o.Folded() {
 			folded.Insert(o.Listener)
 		}
 	}

@@ -308,7 +308,7 @@ func (r *Reconciler) releaseStatus(ctx context.Context, ls *v1alpha1.ListenerFra
 			return err // a status write, which folds nothing: the reconcile retries
 		}
 		statusApplies.WithLabelValues(resultError).Inc()
-		return fmt.Errorf("releasing the status of %s: %w", rules.SourceOf(ls), err)
+		return fmt.Errorf("releasing the status of %s: %w", rules.RefOf(ls), err)
 	}
 	statusApplies.WithLabelValues(resultWritten).Inc()
 	log.FromContext(ctx).Info("Released the status of a ListenerSet gatefold no longer folds", "listenerSet", klog.KObj(ls))

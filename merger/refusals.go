@@ -23,7 +23,7 @@ const refusalTTL = time.Minute
 // for every event while nothing changed.
 type refusalMemo struct {
 	mu        sync.Mutex
-	byGateway map[types.NamespacedName]map[rules.Source]refusal
+	byGateway map[types.NamespacedName]map[rules.SourceRef]refusal
 	// owner holds, per Gateway, a refusal no fragment causes.
 	owner map[types.NamespacedName]ownerRefusal
 }
@@ -79,17 +79,17 @@ type refusal struct {
 
 // recall returns the refusals of the Gateway's fragments that still hold:
 // same object, same generation, not expired. It drops the others.
-func (m *refusalMemo) recall(gateway types.NamespacedName, fragments []v1alpha1.ListenerFragment, now time.Time) map[rules.Source]string {
+func (m *refusalMemo) recall(gateway types.NamespacedName, fragments []v1alpha1.ListenerFragment, now time.Time) map[rules.SourceRef]string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	held := m.byGateway[gateway]
 	if len(held) == 0 {
 		return nil
 	}
-	out := map[rules.Source]string{}
-	kept := map[rules.Source]refusal{}
+	out := map[rules.SourceRef]string{}
+	kept := map[rules.SourceRef]refusal{}
 	for i := range fragments {
-		k := rules.SourceOf(&fragments[i])
+		k := rules.RefOf(&fragments[i])
 		if r, ok := held[k]; ok && r.uid == fragments[i].UID && r.generation == fragments[i].Generation && now.Sub(r.at) < refusalTTL {
 			out[k] = r.message
 			kept[k] = r
@@ -100,17 +100,17 @@ func (m *refusalMemo) recall(gateway types.NamespacedName, fragments []v1alpha1.
 }
 
 // remember records newly refused fragments of a Gateway.
-func (m *refusalMemo) remember(gateway types.NamespacedName, fragments []v1alpha1.ListenerFragment, refused map[rules.Source]string, now time.Time) {
+func (m *refusalMemo) remember(gateway types.NamespacedName, fragments []v1alpha1.ListenerFragment, refused map[rules.SourceRef]string, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.byGateway == nil {
-		m.byGateway = map[types.NamespacedName]map[rules.Source]refusal{}
+		m.byGateway = map[types.NamespacedName]map[rules.SourceRef]refusal{}
 	}
 	if m.byGateway[gateway] == nil {
-		m.byGateway[gateway] = map[rules.Source]refusal{}
+		m.byGateway[gateway] = map[rules.SourceRef]refusal{}
 	}
 	for i := range fragments {
-		k := rules.SourceOf(&fragments[i])
+		k := rules.RefOf(&fragments[i])
 		if msg, ok := refused[k]; ok {
 			m.byGateway[gateway][k] = refusal{uid: fragments[i].UID, generation: fragments[i].Generation, message: msg, at: now}
 		}

@@ -23,7 +23,7 @@ func TestWithdrawalMemoRecallsItsOwnThenTheStatus(t *testing.T) {
 		{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "UnsupportedProtocol", ObservedGeneration: 2},
 		{Type: "Programmed", Status: metav1.ConditionFalse, Reason: "Withdrawn", ObservedGeneration: 2},
 	}}}
-	key := fold.WithdrawalKey{Source: rules.SourceOf(lf), Generation: 2, Listener: "web"}
+	key := fold.WithdrawalKey{Source: rules.RefOf(lf), Generation: 2, Listener: "web"}
 	tests := map[string]struct {
 		remembered   map[fold.WithdrawalKey]fold.Withdrawal
 		forget       bool

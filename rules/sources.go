@@ -53,19 +53,19 @@ func APIVersionOf(kind string) string {
 	return v1alpha1.GroupVersion.String()
 }
 
-// Source names one source of listeners.
-type Source struct {
+// SourceRef names one source of listeners.
+type SourceRef struct {
 	Kind string
 	types.NamespacedName
 }
 
-// SourceOf returns the source lf stands for.
-func SourceOf(lf *v1alpha1.ListenerFragment) Source {
-	return Source{Kind: KindOf(lf), NamespacedName: types.NamespacedName{Namespace: lf.Namespace, Name: lf.Name}}
+// RefOf returns the name of the source lf stands for.
+func RefOf(lf *v1alpha1.ListenerFragment) SourceRef {
+	return SourceRef{Kind: KindOf(lf), NamespacedName: types.NamespacedName{Namespace: lf.Namespace, Name: lf.Name}}
 }
 
 // String is the kind and namespace/name, as a user would look it up.
-func (s Source) String() string { return s.Kind + " " + s.NamespacedName.String() }
+func (s SourceRef) String() string { return s.Kind + " " + s.NamespacedName.String() }
 
 // SelectsGateway says whether a ListenerSet's parentRef selects a Gateway:
 // its CRD, unlike a fragment's, lets the group and kind name anything.

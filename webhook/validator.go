@@ -198,12 +198,12 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *claims.View, 
 	rules.ReserveClaimed(b, placed, claims)
 	grants := map[string][]gwv1.ReferenceGrant{}
 	for _, f := range placed {
-		if rules.SourceOf(&f) == rules.SourceOf(lf) {
+		if rules.RefOf(&f) == rules.RefOf(lf) {
 			continue
 		}
 		if err := v.grantsFor(ctx, &f, grants); err != nil {
 			// Another tenant's certificate namespace: not named.
-			logf.FromContext(ctx).Error(err, "Reading the ReferenceGrants of a stored source", "source", rules.SourceOf(&f).String())
+			logf.FromContext(ctx).Error(err, "Reading the ReferenceGrants of a stored source", "source", rules.RefOf(&f).String())
 			return nil, 0, fmt.Errorf("reading the ReferenceGrants of the sources of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
 		}
 		b.Place(&f, grants, klog.KObj(gw).String())
