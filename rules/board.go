@@ -56,12 +56,8 @@ func (b *Board) Clone() *Board {
 
 // Reserve keeps h's tuple for h's source: until h is taken, a listener of
 // another source that conflicts with h cannot join the board, whatever its
-// precedence. The fold reserves the tuples whose admission claims a
-// fragment holds, so that a source admitted later never takes them.
-//
-// A listener that conflicts with one reserved for another source before it
-// is not reserved: of two claims that cannot share a port (one went stale
-// and came back), the first keeps it.
+// precedence. The fold reserves the tuples admission's claims hold. Of two
+// reservations that cannot share a port, the first keeps it.
 func (b *Board) Reserve(h Holder) {
 	if b.reservedConflict(h.Entry, h) != nil {
 		return

@@ -1,9 +1,3 @@
-// Package rules holds the Gateway API semantics that admission, the fold and
-// the Gateway warnings share: which listeners can share a port, the tuple a
-// listener takes, which listeners are a Gateway's own, allowedListeners, the
-// ReferenceGrant check and a fragment's parent. Every rule is a pure
-// function, written once: the package never reads or writes the API server,
-// and webhook and merger call it instead of keeping copies that drift.
 package rules
 
 import (

@@ -29,18 +29,12 @@ type Trial struct {
 	Fits []int
 }
 
-// Place places the listeners of lf, a fragment or ListenerSet, on the board
-// of Gateway gateway, as the fold does, and returns what became of each. A
-// listener whose certificate no ReferenceGrant allows (grants are by
-// namespace), or that conflicts with the board or with an earlier listener of
-// lf, is left out. The others take their places together or, when they do
-// not fit in MaxListeners, not at all: a route needs all of them, and a
-// half-placed source could not later move to another Gateway whole.
-//
-// The fold places every source this way; admission places ListenerSets this
-// way too, since a ListenerSet is stored whatever it conflicts with, and
-// only what it places may deny a fragment. A pool's fold tries sources on one
-// board for the whole pool and counts room per Gateway itself (Try, Commit).
+// Place places the listeners of lf, a fragment or ListenerSet, on the board of
+// Gateway gateway, as the fold does, and returns what became of each. A
+// listener without a granted certificate (grants by namespace), or conflicting
+// with the board or an earlier listener of lf, is left out; the others are
+// placed together or, past MaxListeners, not at all, since a route needs them
+// all. A pool's fold uses Try and Commit instead, counting room per Gateway.
 func (b *Board) Place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant, gateway string) []Placement {
 	return b.PlaceWithout(lf, grants, gateway, nil)
 }
@@ -88,10 +82,8 @@ func (b *Board) Try(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Refe
 }
 
 // Commit puts the listeners of t with the given indexes (t.Fits, or the part
-// of it that has room after NoRoom marked all of it) on the board, and
-// returns t's placements. A placed listener's Message is left to the fold,
-// which names where it landed: admission places a thousand stored sources
-// per request and reads no message of theirs.
+// that has room after NoRoom) on the board, and returns t's placements. A
+// placed listener's Message is left to the fold, which names where it landed.
 func (b *Board) Commit(lf *v1alpha1.ListenerFragment, t Trial, fits []int) []Placement {
 	for _, i := range fits {
 		b.Take(HolderOf(lf, lf.Spec.Listeners[i]))

@@ -10,12 +10,10 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// The schema a fragment or ListenerSet listener is stored under admits some
-// values Gateway API does not: its protocol pattern admits any unprefixed
-// name (http, HTPP), and its hostname pattern admits IPv4 addresses. An
-// implementation then refuses the listener, and may take the whole shared
-// Gateway's Accepted with it. These rules name what is wrong and the fix;
-// each returns "" for a value Gateway API allows.
+// The schema a fragment or ListenerSet listener is stored under admits values
+// Gateway API does not (an unprefixed protocol such as HTPP, an IPv4 hostname),
+// which an implementation refuses, perhaps with the whole Gateway. These rules
+// name what is wrong and the fix; each returns "" for a value Gateway API allows.
 
 // CoreProtocols are Gateway API's core protocols, the only unprefixed ones.
 var CoreProtocols = []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType, gwv1.TLSProtocolType, gwv1.TCPProtocolType, gwv1.UDPProtocolType}
