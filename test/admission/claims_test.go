@@ -62,17 +62,15 @@ func holderOf(l *coordinationv1.Lease) string {
 func waitClaim(t *testing.T, ns, gw string, l gwv1.ListenerEntry, holder string) {
 	t.Helper()
 	start := time.Now()
-	for {
-		got := holderOf(claimOf(t, ns, gw, l))
+	var got string
+	testenv.Eventually(t, claimWait, func() error {
+		got = holderOf(claimOf(t, ns, gw, l))
 		if (holder == "" && got == "") || (holder != "" && strings.HasPrefix(got, holder+"/")) {
-			t.Logf("Claim of %s held by %q after %v", *l.Hostname, got, time.Since(start).Round(100*time.Millisecond))
-			return
+			return nil
 		}
-		if time.Since(start) > claimWait {
-			t.Fatalf("Claim of %s held by %q after %v, want %q", *l.Hostname, got, claimWait, holder)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("claim of %s held by %q, want %q", *l.Hostname, got, holder)
+	})
+	t.Logf("Claim of %s held by %q after %v", *l.Hostname, got, time.Since(start).Round(100*time.Millisecond))
 }
 
 // neverClaimed fails t, saying why, when listener l's claim on Gateway ns/gw

@@ -21,6 +21,7 @@ import (
 	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/test/fixture"
+	"github.com/gatefold/gatefold/test/testenv"
 	"github.com/gatefold/gatefold/webhook"
 )
 
@@ -80,18 +81,19 @@ func waitCachedListeners(t *testing.T, gw *gwv1.Gateway, n int) {
 	})
 }
 
-// waitReplicas polls every replica's cache until seen holds, for 10s at most.
+// waitReplicas polls every replica's cache, in turn, until seen holds, for
+// 10s at most.
 func waitReplicas(t *testing.T, what string, seen func(client.Reader) bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for i, c := range caches {
-		for !seen(c) {
-			if time.Now().After(deadline) {
-				t.Fatalf("Replica %d's cache does not %s after 10s", i, what)
+	next := 0
+	testenv.Eventually(t, 10*time.Second, func() error {
+		for ; next < len(caches); next++ {
+			if !seen(caches[next]) {
+				return fmt.Errorf("replica %d's cache does not %s", next, what)
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
-	}
+		return nil
+	})
 }
 
 var (
@@ -363,17 +365,17 @@ func TestFreedTupleIsReusable(t *testing.T) {
 func eventuallyCreated(t *testing.T, lf *v1alpha1.ListenerFragment) {
 	t.Helper()
 	start := time.Now()
-	for {
+	testenv.Eventually(t, 60*time.Second, func() error {
 		err := env.Client.Create(context.Background(), lf.DeepCopy())
-		if err == nil {
-			t.Logf("Created %s %v after the tuple was freed", lf.Name, time.Since(start).Round(100*time.Millisecond))
-			return
-		}
-		if !apierrors.IsInvalid(err) || time.Since(start) > 60*time.Second {
+		if err != nil && !apierrors.IsInvalid(err) {
 			t.Fatalf("Creating %s: %v", lf.Name, err)
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		if err != nil {
+			return fmt.Errorf("creating %s: %w", lf.Name, err)
+		}
+		return nil
+	})
+	t.Logf("Created %s %v after the tuple was freed", lf.Name, time.Since(start).Round(100*time.Millisecond))
 }
 
 func TestOrphanedClaimIsTakenOver(t *testing.T) {

@@ -294,7 +294,7 @@ func (h *harness) fragmentsServed(ctx context.Context, p Params, c client.Client
 	for i := range names {
 		names[i] = v1alpha1.ListenerName(dataplaneNamespace, fmt.Sprintf("route-%d", i), fragmentListener)
 	}
-	poll(time.Until(deadline), 50*time.Millisecond, func() bool { return folds.all(names) })
+	_ = testenv.Poll(time.Until(deadline), 50*time.Millisecond, func() error { return pending(folds.all(names)) })
 	prof.end()
 
 	var fold, first []time.Duration

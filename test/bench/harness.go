@@ -529,7 +529,7 @@ func (h *harness) settle(m *manager, timeout time.Duration) error {
 func (m *manager) quiesce(timeout time.Duration, more func() float64, done func(more float64) bool) (time.Time, bool) {
 	var last [4]float64
 	changed := time.Now()
-	ok := !poll(timeout, 250*time.Millisecond, func() bool {
+	ok := testenv.Poll(timeout, 250*time.Millisecond, func() error {
 		g, s, r, err := m.applies()
 		now := [4]float64{g, s, r}
 		if more != nil {
@@ -537,10 +537,10 @@ func (m *manager) quiesce(timeout time.Duration, more func() float64, done func(
 		}
 		if err != nil || now != last {
 			last, changed = now, time.Now()
-			return false
+			return errPending
 		}
-		return time.Since(changed) >= quiet && (done == nil || done(now[3]))
-	}).IsZero()
+		return pending(time.Since(changed) >= quiet && (done == nil || done(now[3])))
+	}) == nil
 	return changed, ok
 }
 

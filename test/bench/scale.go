@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -222,15 +224,15 @@ func claims(ctx context.Context, c client.Reader) int {
 	return len(l.Items)
 }
 
-// poll calls done every interval until it says true, and returns when, or
-// the zero time after timeout.
-func poll(timeout, interval time.Duration, done func() bool) time.Time {
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(interval) {
-		if done() {
-			return time.Now()
-		}
+// errPending is what a bench poll's check returns while it waits.
+var errPending = errors.New("pending")
+
+// pending is errPending while done is false.
+func pending(done bool) error {
+	if done {
+		return nil
 	}
-	return time.Time{}
+	return errPending
 }
 
 // firstInstall starts a leader, as installed (serving the webhooks), on
@@ -240,7 +242,11 @@ func (h *harness) firstInstall(ctx context.Context, p Params, watch cache.Cache,
 	progress("Scale: first install, a leader starts on %d fragments with no status", p.ScaleFragments)
 	converged := make(chan time.Time, 1)
 	go func() {
-		converged <- poll(p.PhaseTimeout, 200*time.Millisecond, func() bool { return scaleFolded(ctx, watch, p) })
+		var at time.Time
+		if testenv.Poll(p.PhaseTimeout, 200*time.Millisecond, func() error { return pending(scaleFolded(ctx, watch, p)) }) == nil {
+			at = time.Now()
+		}
+		converged <- at
 	}()
 	prof := h.profile("scale-install")
 	leader, err := h.serve(ctx, "install-leader")
@@ -291,15 +297,12 @@ func (h *harness) warmRestart(ctx context.Context, p Params, old *manager, res *
 		return nil, err
 	}
 	h.serving = leader
-	at := poll(p.PhaseTimeout, 50*time.Millisecond, func() bool {
+	res.Converged = testenv.Poll(p.PhaseTimeout, 50*time.Millisecond, func() error {
 		folds, err := leader.counter("gatefold_merger_folds_total", nil)
-		return err == nil && folds >= float64(p.ScaleGateways)
-	})
+		return pending(err == nil && folds >= float64(p.ScaleGateways))
+	}) == nil
+	at := time.Now()
 	prof.end()
-	res.Converged = !at.IsZero()
-	if !res.Converged {
-		at = time.Now()
-	}
 	res.ConvergeSeconds = at.Sub(leader.started).Seconds()
 	if err := leader.waitReady(); err != nil {
 		return nil, err
@@ -377,22 +380,14 @@ func (h *harness) failover(ctx context.Context, p Params, leader *manager) (*Fai
 		return nil, err
 	}
 	host := string(*lf.Spec.Listeners[0].Hostname)
-	landed := poll(p.PhaseTimeout, 100*time.Millisecond, func() bool {
+	fo.Converged = testenv.Poll(p.PhaseTimeout, 100*time.Millisecond, func() error {
 		gw := &gwv1.Gateway{}
 		if err := h.observer.Get(ctx, client.ObjectKey{Namespace: scaleNamespace, Name: "scale-0"}, gw); err != nil {
-			return false
+			return err
 		}
-		for _, l := range gw.Spec.Listeners {
-			if string(ptr.Deref(l.Hostname, "")) == host {
-				return true
-			}
-		}
-		return false
-	})
-	fo.Converged = !landed.IsZero()
-	if !fo.Converged {
-		landed = time.Now()
-	}
+		return pending(slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return string(ptr.Deref(l.Hostname, "")) == host }))
+	}) == nil
+	landed := time.Now()
 	fo.TakeoverSeconds = landed.Sub(killed).Seconds()
 	progress("  converged=%v %.1fs after the kill (lease %s)", fo.Converged, fo.TakeoverSeconds, p.LeaseDuration)
 	follower.stop()

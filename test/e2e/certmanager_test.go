@@ -262,15 +262,17 @@ func serialOf(t *testing.T, certPEM []byte) string {
 func waitCertificateReady(t *testing.T, cm cmclient.Interface, name string, past int) *cmapi.Certificate {
 	t.Helper()
 	var crt *cmapi.Certificate
-	waitFor(t, 30*time.Second, fmt.Sprintf("Certificate %s Ready past revision %d, not Issuing", name, past), func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		var err error
 		if crt, err = cm.CertmanagerV1().Certificates(installNamespace).Get(context.Background(), name, metav1.GetOptions{}); err != nil {
-			return false, err.Error()
+			return fmt.Errorf("waiting for Certificate %s Ready past revision %d, not Issuing; last: %v", name, past, err)
 		}
 		ready := apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionReady)
 		issuing := apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionIssuing)
-		return ready != nil && ready.Status == cmmeta.ConditionTrue && issuing == nil && revision(crt) > past,
-			fmt.Sprintf("revision %d, %s", revision(crt), fmtConditions(crt))
+		if ready != nil && ready.Status == cmmeta.ConditionTrue && issuing == nil && revision(crt) > past {
+			return nil
+		}
+		return fmt.Errorf("waiting for Certificate %s Ready past revision %d, not Issuing; last: revision %d, %s", name, past, revision(crt), fmtConditions(crt))
 	})
 	return crt
 }
@@ -334,9 +336,12 @@ func TestCertManagerIssuesTheWebhookCertificate(t *testing.T) {
 	get(t, c, secretKey, secret)
 	checkInjected(t, c, secret.Data[cmmeta.TLSCAKey])
 	before := serialOf(t, secret.Data[corev1.TLSCertKey])
-	waitFor(t, 30*time.Second, "the webhook serving the Secret's certificate", func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		served := servedCertificate(t, addr).SerialNumber.String()
-		return served == before, "serves " + served + ", the Secret holds " + before
+		if served == before {
+			return nil
+		}
+		return fmt.Errorf("waiting for the webhook serving the Secret's certificate; last: %s", "serves "+served+", the Secret holds "+before)
 	})
 	t.Logf("The webhook serves serial %s, the Secret's", before)
 	gw := checkFragmentAdmission(t, c)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -430,13 +431,13 @@ func waitListeners(t *testing.T, c client.Client, gw *gwv1.Gateway, want []strin
 	t.Helper()
 	want = slices.Sorted(slices.Values(want))
 	var p pool
-	waitFor(t, 60*time.Second, fmt.Sprintf("the pool of %s to hold the %d listeners wanted", gw.Name, len(want)), func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, func() error {
 		p = readPool(t, c, gw)
 		got := slices.Sorted(slices.Values(p.folded(gw)))
 		if slices.Equal(want, got) && p.carriesOwn(gw) {
-			return true, ""
+			return nil
 		}
-		return false, fmt.Sprintf("%d Gateways, the head's own listeners carried by each: %v (-want +got):\n%s", len(p), p.carriesOwn(gw), cmp.Diff(want, got))
+		return fmt.Errorf("waiting for the pool of %s to hold the %d listeners wanted; last: %d Gateways, the head's own listeners carried by each: %v (-want +got):\n%s", gw.Name, len(want), len(p), p.carriesOwn(gw), cmp.Diff(want, got))
 	})
 	return p
 }
@@ -485,10 +486,13 @@ func checkPending(t *testing.T, c client.Client, gw *gwv1.Gateway, pending []str
 // attached ListenerSets in its status.
 func waitAttachedListenerSets(t *testing.T, c client.Client, gw *gwv1.Gateway, n int32) {
 	t.Helper()
-	waitFor(t, 30*time.Second, fmt.Sprintf("Gateway %s to count %d attached ListenerSets", gw.Name, n), func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		current := &gwv1.Gateway{}
 		get(t, c, client.ObjectKeyFromObject(gw), current)
-		return ptr.Deref(current.Status.AttachedListenerSets, 0) == n, "attachedListenerSets " + ptrString(current.Status.AttachedListenerSets)
+		if ptr.Deref(current.Status.AttachedListenerSets, 0) == n {
+			return nil
+		}
+		return fmt.Errorf("waiting for Gateway %s to count %d attached ListenerSets; last: %s", gw.Name, n, "attachedListenerSets "+ptrString(current.Status.AttachedListenerSets))
 	})
 }
 
@@ -512,9 +516,12 @@ func checkGatewayStatusWritten(t *testing.T, audit string, gw *gwv1.Gateway, suc
 // and its last one a folded listener.
 func waitFolded(t *testing.T, c client.Client, gw *gwv1.Gateway, gateways int) {
 	t.Helper()
-	waitFor(t, 30*time.Second, fmt.Sprintf("the first leader to fold into Gateway number %d of the pool", gateways), func() (bool, string) {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		p := readPool(t, c, gw)
-		return len(p) >= gateways && len(p[gateways-1].Spec.Listeners) > len(gw.Spec.Listeners), fmt.Sprintf("%d Gateways", len(p))
+		if len(p) >= gateways && len(p[gateways-1].Spec.Listeners) > len(gw.Spec.Listeners) {
+			return nil
+		}
+		return fmt.Errorf("waiting for the first leader to fold into Gateway number %d of the pool; last: %d Gateways", gateways, len(p))
 	})
 }
 
@@ -523,7 +530,7 @@ func waitFolded(t *testing.T, c client.Client, gw *gwv1.Gateway, gateways int) {
 func waitAllAccepted(t *testing.T, c client.Client, gw *gwv1.Gateway, n int, p pool) {
 	t.Helper()
 	on := p.placement(gw)
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d fragments to be accepted where the pool carries them", n), func() (bool, string) {
+	testenv.Eventually(t, 60*time.Second, func() error {
 		list := &v1alpha1.ListenerFragmentList{}
 		if err := c.List(context.Background(), list); err != nil {
 			t.Fatal(err)
@@ -544,25 +551,28 @@ func waitAllAccepted(t *testing.T, c client.Client, gw *gwv1.Gateway, n int, p p
 				}
 			}
 		}
-		return accepted == n && len(list.Items) == n && len(wrong) == 0,
-			fmt.Sprintf("%d of %d fragments accepted; statuses that do not name where the pool carries the listener: %v", accepted, len(list.Items), wrong[:min(len(wrong), 10)])
+		if accepted == n && len(list.Items) == n && len(wrong) == 0 {
+			return nil
+		}
+		return fmt.Errorf("waiting for %d fragments to be accepted where the pool carries them; last: %d of %d fragments accepted; statuses that do not name where the pool carries the listener: %v",
+			n, accepted, len(list.Items), wrong[:min(len(wrong), 10)])
 	})
 }
 
 // waitLeader waits until one of the replicas logs that it leads.
 func waitLeader(t *testing.T, replicas []*replica) *replica {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	var leader *replica
+	testenv.Eventually(t, 30*time.Second, func() error {
 		for _, r := range replicas {
 			if !r.ledSince(t).IsZero() {
-				return r
+				leader = r
+				return nil
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal("No replica became leader within 30s")
-	return nil
+		return errors.New("no replica became leader")
+	})
+	return leader
 }
 
 func auditEvents(t *testing.T, audit string) []testenv.AuditEvent {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,20 +28,4 @@ func ptrString[T any](p *T) string {
 		return "unset"
 	}
 	return fmt.Sprint(*p)
-}
-
-// waitFor polls check until it is true, or fails the test after timeout
-// with what it waited for and check's last word.
-func waitFor(t *testing.T, timeout time.Duration, what string, check func() (bool, string)) {
-	t.Helper()
-	var last string
-	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
-		var ok bool
-		if ok, last = check(); ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Waited %s for %s; last: %s", timeout, what, last)
-		}
-	}
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -106,11 +107,14 @@ func TestInstalledMetricsServeOnlyReaders(t *testing.T) {
 		return resp.StatusCode, resp.Proto, string(body)
 	}
 
-	deadline := time.Now().Add(time.Minute)
-	status, _, body := scrape("")
-	for ; status == 0 && time.Now().Before(deadline); status, _, body = scrape("") {
-		time.Sleep(200 * time.Millisecond)
-	}
+	var status int
+	var body string
+	_ = testenv.Poll(time.Minute, 200*time.Millisecond, func() error {
+		if status, _, body = scrape(""); status == 0 {
+			return errors.New(body)
+		}
+		return nil
+	})
 	if status != http.StatusUnauthorized {
 		t.Fatalf("A scrape without a token got %d %s, want 401; manager log in %s", status, body, log)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/test/fixture"
+	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // claimGrace is the --claim-grace of TestDeletingANamespaceFreesItsTuples:
@@ -58,31 +59,43 @@ func TestDeletingANamespaceFreesItsTuples(t *testing.T) {
 	if err := c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "leaving"}}); err != nil {
 		t.Fatalf("Deleting namespace leaving: %v", err)
 	}
-	waitFor(t, time.Minute, "namespace leaving to be deleted", func() (bool, string) {
+	testenv.Eventually(t, time.Minute, func() error {
 		ns := &corev1.Namespace{}
 		err := c.Get(ctx, client.ObjectKey{Name: "leaving"}, ns)
-		return apierrors.IsNotFound(err), fmt.Sprintf("%v, phase %s, conditions %+v", err, ns.Status.Phase, ns.Status.Conditions)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("waiting for namespace leaving to be deleted; last: %v, phase %s, conditions %+v", err, ns.Status.Phase, ns.Status.Conditions)
 	})
 	t.Logf("Namespace leaving was deleted in %s", time.Since(deleted).Round(100*time.Millisecond))
-	waitFor(t, servedWithin, "the deleted namespace's listener to leave the Gateway", func() (bool, string) {
+	testenv.Eventually(t, servedWithin, func() error {
 		current := &gwv1.Gateway{}
 		get(t, c, client.ObjectKeyFromObject(gw), current)
 		var names []gwv1.SectionName
 		for _, l := range current.Spec.Listeners {
 			names = append(names, l.Name)
 		}
-		return !slices.Contains(names, folded), fmt.Sprintf("listeners %v", names)
+		if !slices.Contains(names, folded) {
+			return nil
+		}
+		return fmt.Errorf("waiting for the deleted namespace's listener to leave the Gateway; last: listeners %v", names)
 	})
-	waitFor(t, claimGrace+20*time.Second, "the deleted namespace's claims to be released", func() (bool, string) {
+	testenv.Eventually(t, claimGrace+20*time.Second, func() error {
 		held := claimsHeldBy(t, c, "leaving/")
-		return len(held) == 0, fmt.Sprintf("claims %v", held)
+		if len(held) == 0 {
+			return nil
+		}
+		return fmt.Errorf("waiting for the deleted namespace's claims to be released; last: claims %v", held)
 	})
 	t.Logf("Its claims were released %s after the delete", time.Since(deleted).Round(100*time.Millisecond))
 
 	arriving := tenantFragment("arriving")
-	waitFor(t, claimGrace+20*time.Second, "another tenant's fragment for the freed tuple to be admitted", func() (bool, string) {
+	testenv.Eventually(t, claimGrace+20*time.Second, func() error {
 		err := c.Create(ctx, arriving)
-		return err == nil, fmt.Sprintf("denied: %v", err)
+		if err == nil {
+			return nil
+		}
+		return fmt.Errorf("waiting for another tenant's fragment for the freed tuple to be admitted; last: denied: %v", err)
 	})
 	waitListenerNames(t, c, arriving, "web")
 }

@@ -180,20 +180,16 @@ func checkInjected(t *testing.T, c client.Client, bundles ...[]byte) {
 	t.Helper()
 	want := certSet(bytes.Join(bundles, []byte("\n")))
 	var configs []client.Object
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		var trusted [][]byte
 		configs, trusted = webhookBundles(t, c)
-		ok := true
 		for _, b := range trusted {
-			ok = ok && maps.Equal(certSet(b), want)
+			if !maps.Equal(certSet(b), want) {
+				return fmt.Errorf("the webhook configurations do not trust exactly the %d certificates of the CA bundles", len(want))
+			}
 		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("The webhook configurations do not trust exactly the %d certificates of the CA bundles", len(want))
-		}
-	}
+		return nil
+	})
 	for _, obj := range configs {
 		for _, mf := range obj.GetManagedFields() {
 			if mf.Manager != certs.InjectorFieldOwner {

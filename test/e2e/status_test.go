@@ -12,6 +12,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // waitListenerNames waits until the fragment's status says which Gateway
@@ -30,7 +31,7 @@ func waitListenerNames(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragm
 func waitLanded(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment, listeners ...gwv1.SectionName) map[gwv1.SectionName]v1alpha1.GatewayListenerReference {
 	t.Helper()
 	landed := map[gwv1.SectionName]v1alpha1.GatewayListenerReference{}
-	waitFor(t, servedWithin, fmt.Sprintf("fragment %s/%s to report where %v were folded", lf.Namespace, lf.Name, listeners), func() (bool, string) {
+	testenv.Eventually(t, servedWithin, func() error {
 		current := &v1alpha1.ListenerFragment{}
 		get(t, c, client.ObjectKeyFromObject(lf), current)
 		for _, l := range current.Status.Listeners {
@@ -38,7 +39,10 @@ func waitLanded(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment, li
 				landed[l.Name] = *l.Gateway
 			}
 		}
-		return len(landed) == len(listeners), fmt.Sprintf("%+v", current.Status.Listeners)
+		if len(landed) == len(listeners) {
+			return nil
+		}
+		return fmt.Errorf("waiting for fragment %s/%s to report where %v were folded; last: %+v", lf.Namespace, lf.Name, listeners, current.Status.Listeners)
 	})
 	for _, l := range listeners {
 		if want := v1alpha1.ListenerName(lf.Namespace, lf.Name, l); landed[l].ListenerName != want {
@@ -66,7 +70,7 @@ func waitProgrammed(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment
 	// about this listener, not an older one or none.
 	since := map[v1alpha1.GatewayListenerReference]int64{}
 	var summary string
-	waitFor(t, servedWithin, fmt.Sprintf("Traefik's report on fragment %s to reach its status", key), func() (bool, string) {
+	testenv.Eventually(t, servedWithin, func() error {
 		current := &v1alpha1.ListenerFragment{}
 		get(t, c, key, current)
 		// Each Gateway named is read once a poll, after the fragment.
@@ -156,7 +160,10 @@ func waitProgrammed(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment
 			lines = append(lines, fmt.Sprintf("%s as %s of Gateway %s (in its spec at generation %d): Programmed %s, attachedRoutes %d", l.Name, gwName, gwKey, minGen, conditionString(programmed), l.AttachedRoutes))
 		}
 		summary = fmt.Sprintf("generation %d; %s", gen, strings.Join(lines, "; "))
-		return len(problems) == 0, strings.Join(problems, "; ")
+		if len(problems) > 0 {
+			return fmt.Errorf("waiting for Traefik's report on fragment %s to reach its status; last: %s", key, strings.Join(problems, "; "))
+		}
+		return nil
 	})
 	t.Logf("Fragment %s: %s", key, summary)
 }
@@ -166,7 +173,7 @@ func waitProgrammed(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment
 func waitConflicted(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment, reasons map[gwv1.SectionName]string) {
 	t.Helper()
 	key := client.ObjectKeyFromObject(lf)
-	waitFor(t, servedWithin, fmt.Sprintf("fragment %s to be reported conflicted", key), func() (bool, string) {
+	testenv.Eventually(t, servedWithin, func() error {
 		current := &v1alpha1.ListenerFragment{}
 		get(t, c, key, current)
 		ok := meta.IsStatusConditionFalse(current.Status.Conditions, string(v1alpha1.FragmentConditionAccepted)) && len(current.Status.Listeners) == len(reasons)
@@ -174,7 +181,10 @@ func waitConflicted(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment
 			cond := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerConditionConflicted))
 			ok = ok && l.Gateway == nil && cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == reasons[l.Name]
 		}
-		return ok, fmt.Sprintf("%+v", current.Status)
+		if ok {
+			return nil
+		}
+		return fmt.Errorf("waiting for fragment %s to be reported conflicted; last: %+v", key, current.Status)
 	})
 	gw := &gwv1.Gateway{}
 	get(t, c, client.ObjectKey{Namespace: string(*lf.Spec.ParentRef.Namespace), Name: string(lf.Spec.ParentRef.Name)}, gw)

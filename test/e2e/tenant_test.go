@@ -18,6 +18,7 @@ import (
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/internal/dataplane"
 	"github.com/gatefold/gatefold/test/fixture"
+	"github.com/gatefold/gatefold/test/testenv"
 	"github.com/gatefold/gatefold/webhook"
 )
 
@@ -82,14 +83,18 @@ func TestTenantsCannotTakeOrBreakOthersListeners(t *testing.T) {
 	// A protocol typo stored past admission is never folded.
 	typo := fixture.Fragment("optout", "typo", gw, fixture.Entry("http", httpPort, "http", "typo.example.com"))
 	create(t, c, typo)
-	waitFor(t, servedWithin, "fragment optout/typo to report its protocol typo", func() (bool, string) {
+	testenv.Eventually(t, servedWithin, func() error {
 		current := &v1alpha1.ListenerFragment{}
 		get(t, c, client.ObjectKeyFromObject(typo), current)
-		for _, l := range current.Status.Listeners {
-			a := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerConditionAccepted))
-			return a != nil && a.Reason == string(gwv1.ListenerReasonUnsupportedProtocol) && strings.Contains(a.Message, "did you mean HTTP?") && l.Gateway == nil, conditionString(a)
+		if len(current.Status.Listeners) == 0 {
+			return fmt.Errorf("waiting for fragment optout/typo to report its protocol typo; last: %+v", current.Status)
 		}
-		return false, fmt.Sprintf("%+v", current.Status)
+		l := current.Status.Listeners[0]
+		a := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerConditionAccepted))
+		if a == nil || a.Reason != string(gwv1.ListenerReasonUnsupportedProtocol) || !strings.Contains(a.Message, "did you mean HTTP?") || l.Gateway != nil {
+			return fmt.Errorf("waiting for fragment optout/typo to report its protocol typo; last: %s", conditionString(a))
+		}
+		return nil
 	})
 	// One tenant's listener that Traefik refuses (a port it has no
 	// entryPoint for) is withdrawn and reported on its own fragment; the
@@ -123,13 +128,16 @@ func TestTenantsCannotTakeOrBreakOthersListeners(t *testing.T) {
 	if err := c.Delete(ctx, held); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, servedWithin, "fragment tenant-a/held, being deleted, to say its listeners were withdrawn", func() (bool, string) {
+	testenv.Eventually(t, servedWithin, func() error {
 		current := &v1alpha1.ListenerFragment{}
 		get(t, c, client.ObjectKeyFromObject(held), current)
 		a := meta.FindStatusCondition(current.Status.Conditions, string(v1alpha1.FragmentConditionAccepted))
 		ok := a != nil && a.Status == metav1.ConditionFalse && a.Reason == string(v1alpha1.FragmentReasonDeleting) &&
 			len(current.Status.Listeners) == 1 && current.Status.Listeners[0].Gateway == nil
-		return ok, fmt.Sprintf("%+v", current.Status)
+		if ok {
+			return nil
+		}
+		return fmt.Errorf("waiting for fragment tenant-a/held, being deleted, to say its listeners were withdrawn; last: %+v", current.Status)
 	})
 	p.waitNotServed("HTTP", "held.example.com", "/")
 	current := &v1alpha1.ListenerFragment{}
@@ -148,15 +156,12 @@ func TestTenantsCannotTakeOrBreakOthersListeners(t *testing.T) {
 	}
 	deleted := time.Now()
 	heir := fixture.Fragment("tenant-c", "heir", gw, fixture.Entry("http", httpPort, gwv1.HTTPProtocolType, "leaver.example.com"))
-	for end := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		err := c.Create(ctx, heir.DeepCopy())
-		if err == nil {
-			break
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if err := c.Create(ctx, heir.DeepCopy()); err != nil {
+			return fmt.Errorf("tenant-a/leaver was deleted, its hostname is still taken: %w", err)
 		}
-		if time.Now().After(end) {
-			t.Fatalf("10s after tenant-a/leaver was deleted, its hostname is still taken: %v", err)
-		}
-	}
+		return nil
+	})
 	t.Logf("tenant-c/heir was admitted %v after tenant-a/leaver was deleted", time.Since(deleted).Round(100*time.Millisecond))
 	create(t, c, routeTo("tenant-c", "heir", "", "heir", landedParent(waitLanded(t, c, heir, "http")["http"])))
 	p.waitServed("HTTP", "leaver.example.com", "/", "heir", nil)
@@ -191,9 +196,12 @@ func fragmentAccepted(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragme
 // status and reason at its generation.
 func waitFragmentAccepted(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment, status metav1.ConditionStatus, reason string) {
 	t.Helper()
-	waitFor(t, servedWithin, fmt.Sprintf("fragment %s/%s Accepted=%s/%s", lf.Namespace, lf.Name, status, reason), func() (bool, string) {
+	testenv.Eventually(t, servedWithin, func() error {
 		cond, gen := fragmentAccepted(t, c, lf)
-		return cond != nil && cond.Status == status && cond.Reason == reason && cond.ObservedGeneration == gen, conditionString(cond)
+		if cond != nil && cond.Status == status && cond.Reason == reason && cond.ObservedGeneration == gen {
+			return nil
+		}
+		return fmt.Errorf("waiting for fragment %s/%s Accepted=%s/%s; last: %s", lf.Namespace, lf.Name, status, reason, conditionString(cond))
 	})
 }
 
@@ -212,13 +220,13 @@ func waitWithdrawn(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment,
 	t.Helper()
 	key := client.ObjectKeyFromObject(lf)
 	name := v1alpha1.ListenerName(lf.Namespace, lf.Name, listener)
-	check := func() (bool, string) {
+	check := func() error {
 		current := &v1alpha1.ListenerFragment{}
 		get(t, c, key, current)
 		gw := &gwv1.Gateway{}
 		get(t, c, client.ObjectKey{Namespace: string(*lf.Spec.ParentRef.Namespace), Name: string(lf.Spec.ParentRef.Name)}, gw)
 		if slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Name == name }) {
-			return false, fmt.Sprintf("the Gateway carries %s", name)
+			return fmt.Errorf("the Gateway carries %s", name)
 		}
 		for _, l := range current.Status.Listeners {
 			if l.Name != listener {
@@ -232,14 +240,22 @@ func waitWithdrawn(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment,
 				cond := meta.FindStatusCondition(l.Conditions, also)
 				ok = ok && cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == reason
 			}
-			return ok, fmt.Sprintf("Accepted %s, Programmed %s", conditionString(a), conditionString(p))
+			if !ok {
+				return fmt.Errorf("Accepted %s, Programmed %s", conditionString(a), conditionString(p))
+			}
+			return nil
 		}
-		return false, fmt.Sprintf("no status of listener %s: %+v", listener, current.Status)
+		return fmt.Errorf("no status of listener %s: %+v", listener, current.Status)
 	}
-	waitFor(t, servedWithin, fmt.Sprintf("fragment %s to report listener %s refused by Traefik (%s) and withdrawn", key, listener, reason), check)
+	testenv.Eventually(t, servedWithin, func() error {
+		if err := check(); err != nil {
+			return fmt.Errorf("waiting for fragment %s to report listener %s refused by Traefik (%s) and withdrawn; last: %w", key, listener, reason, err)
+		}
+		return nil
+	})
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
-		if ok, why := check(); !ok {
-			t.Fatalf("Fragment %s listener %s, withdrawn, came back: %s", key, listener, why)
+		if err := check(); err != nil {
+			t.Fatalf("Fragment %s listener %s, withdrawn, came back: %v", key, listener, err)
 		}
 	}
 	t.Logf("Fragment %s: listener %s refused by Traefik (%s), withdrawn, and reported", key, listener, reason)
@@ -249,16 +265,19 @@ func waitWithdrawn(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment,
 // its generation, then checks that it stays so for 3s.
 func waitGatewayAccepted(t *testing.T, c client.Client, gw *gwv1.Gateway) {
 	t.Helper()
-	check := func() (bool, string) {
+	check := func() error {
 		current := &gwv1.Gateway{}
 		get(t, c, client.ObjectKeyFromObject(gw), current)
 		cond := meta.FindStatusCondition(current.Status.Conditions, string(gwv1.GatewayConditionAccepted))
-		return cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == current.Generation, conditionString(cond)
+		if cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != current.Generation {
+			return fmt.Errorf("Gateway %s/%s Accepted %s", gw.Namespace, gw.Name, conditionString(cond))
+		}
+		return nil
 	}
-	waitFor(t, servedWithin, fmt.Sprintf("Gateway %s/%s Accepted", gw.Namespace, gw.Name), check)
+	testenv.Eventually(t, servedWithin, check)
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
-		if ok, why := check(); !ok {
-			t.Fatalf("Gateway %s/%s is no longer Accepted: %s", gw.Namespace, gw.Name, why)
+		if err := check(); err != nil {
+			t.Fatalf("Gateway %s/%s is no longer Accepted: %v", gw.Namespace, gw.Name, err)
 		}
 	}
 }

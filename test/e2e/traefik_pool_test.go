@@ -17,6 +17,7 @@ import (
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/fixture"
+	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // TestTraefikServesAPoolsSiblings runs gatefold as installed with Traefik
@@ -120,7 +121,7 @@ func TestTraefikServesAPoolsSiblings(t *testing.T) {
 func waitPoolLanded(t *testing.T, c client.Client, ns string, want int) map[string][]string {
 	t.Helper()
 	var on map[string][]string
-	waitFor(t, servedWithin, fmt.Sprintf("the %d fragments of namespace %s to land", want, ns), func() (bool, string) {
+	testenv.Eventually(t, servedWithin, func() error {
 		list := &v1alpha1.ListenerFragmentList{}
 		if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
 			t.Fatalf("Listing the fragments of namespace %s: %v", ns, err)
@@ -137,7 +138,10 @@ func waitPoolLanded(t *testing.T, c client.Client, ns string, want int) map[stri
 			gw := string(lf.Status.Listeners[0].Gateway.Name)
 			on[gw] = append(on[gw], lf.Name)
 		}
-		return len(list.Items) == want && len(waiting) == 0, fmt.Sprintf("%d fragments, %d not landed, e.g. %v", len(list.Items), len(waiting), waiting[:min(3, len(waiting))])
+		if len(list.Items) == want && len(waiting) == 0 {
+			return nil
+		}
+		return fmt.Errorf("waiting for the %d fragments of namespace %s to land; last: %d fragments, %d not landed, e.g. %v", want, ns, len(list.Items), len(waiting), waiting[:min(3, len(waiting))])
 	})
 	var counts []string
 	for gw, names := range on {
@@ -182,21 +186,24 @@ func checkSibling(t *testing.T, c client.Client, head *gwv1.Gateway, key client.
 // attached routes.
 func waitOwnListenerProgrammed(t *testing.T, c client.Client, key client.ObjectKey, listener gwv1.SectionName, attached int32) {
 	t.Helper()
-	waitFor(t, servedWithin, fmt.Sprintf("Traefik to report listener %s of Gateway %s programmed with %d routes", listener, key, attached), func() (bool, string) {
+	testenv.Eventually(t, servedWithin, func() error {
 		gw := &gwv1.Gateway{}
 		get(t, c, key, gw)
 		i := slices.IndexFunc(gw.Status.Listeners, func(l gwv1.ListenerStatus) bool { return l.Name == listener })
 		if i < 0 {
-			return false, fmt.Sprintf("no %s in status.listeners %+v", listener, gw.Status.Listeners)
+			return fmt.Errorf("waiting for Traefik to report listener %s of Gateway %s programmed with %d routes; last: no %s in status.listeners %+v", listener, key, attached, listener, gw.Status.Listeners)
 		}
 		l := gw.Status.Listeners[i]
 		for _, typ := range []gwv1.ListenerConditionType{gwv1.ListenerConditionAccepted, gwv1.ListenerConditionProgrammed} {
 			cond := meta.FindStatusCondition(l.Conditions, string(typ))
 			if cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != gw.Generation {
-				return false, fmt.Sprintf("%s %s at generation %d", typ, conditionString(cond), gw.Generation)
+				return fmt.Errorf("waiting for Traefik to report listener %s of Gateway %s programmed with %d routes; last: %s %s at generation %d", listener, key, attached, typ, conditionString(cond), gw.Generation)
 			}
 		}
-		return l.AttachedRoutes == attached, fmt.Sprintf("attachedRoutes %d", l.AttachedRoutes)
+		if l.AttachedRoutes == attached {
+			return nil
+		}
+		return fmt.Errorf("waiting for Traefik to report listener %s of Gateway %s programmed with %d routes; last: attachedRoutes %d", listener, key, attached, l.AttachedRoutes)
 	})
 	t.Logf("Gateway %s: Traefik reports its listener %s Programmed with %d attached routes", key, listener, attached)
 }

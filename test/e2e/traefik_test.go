@@ -282,13 +282,16 @@ func runInstalledManager(t *testing.T, env *devenv.Env, kubeconfig, overlayName 
 func waitListenerSetProgrammed(t *testing.T, c client.Client, ls *gwv1.ListenerSet) {
 	t.Helper()
 	key := client.ObjectKeyFromObject(ls)
-	waitFor(t, servedWithin, fmt.Sprintf("Traefik's report on ListenerSet %s to reach its status", key), func() (bool, string) {
+	testenv.Eventually(t, servedWithin, func() error {
 		current := &gwv1.ListenerSet{}
 		get(t, c, key, current)
 		cond := meta.FindStatusCondition(current.Status.Conditions, string(gwv1.ListenerSetConditionProgrammed))
 		ok := cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == current.Generation &&
 			len(current.Status.Listeners) == 1 && current.Status.Listeners[0].AttachedRoutes == 1
-		return ok, fmt.Sprintf("Programmed %s, listeners %+v", conditionString(cond), current.Status.Listeners)
+		if ok {
+			return nil
+		}
+		return fmt.Errorf("waiting for Traefik's report on ListenerSet %s to reach its status; last: Programmed %s, listeners %+v", key, conditionString(cond), current.Status.Listeners)
 	})
 	t.Logf("ListenerSet %s: Programmed, its listener with 1 attached route", key)
 }
@@ -298,7 +301,7 @@ func waitListenerSetProgrammed(t *testing.T, c client.Client, ls *gwv1.ListenerS
 func waitRouteRefused(t *testing.T, c client.Client, r *gwv1.HTTPRoute, reason string) {
 	t.Helper()
 	key := client.ObjectKeyFromObject(r)
-	waitFor(t, servedWithin, fmt.Sprintf("Traefik to refuse HTTPRoute %s on its %d parentRefs", key, len(r.Spec.ParentRefs)), func() (bool, string) {
+	testenv.Eventually(t, servedWithin, func() error {
 		current := &gwv1.HTTPRoute{}
 		get(t, c, key, current)
 		refused := map[gwv1.SectionName]bool{}
@@ -310,10 +313,10 @@ func waitRouteRefused(t *testing.T, c client.Client, r *gwv1.HTTPRoute, reason s
 		}
 		for _, ref := range current.Spec.ParentRefs {
 			if ref.SectionName == nil || !refused[*ref.SectionName] {
-				return false, fmt.Sprintf("%+v", current.Status.Parents)
+				return fmt.Errorf("waiting for Traefik to refuse HTTPRoute %s on its %d parentRefs; last: %+v", key, len(r.Spec.ParentRefs), current.Status.Parents)
 			}
 		}
-		return true, ""
+		return nil
 	})
 	t.Logf("HTTPRoute %s: Traefik reports Accepted=False %s on each of its %d parentRefs", key, reason, len(r.Spec.ParentRefs))
 }

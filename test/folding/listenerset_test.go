@@ -16,6 +16,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/test/fixture"
+	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // The merger of these tests folds the ListenerSets of both controllers; the
@@ -51,7 +52,7 @@ func setListener(ls *gwv1.ListenerSet, listener string) string {
 func wantListenerSet(t *testing.T, ls *gwv1.ListenerSet, typ string, status metav1.ConditionStatus, reason string) *gwv1.ListenerSet {
 	t.Helper()
 	got := &gwv1.ListenerSet{}
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ls), got); err != nil {
 			return err
 		}
@@ -66,7 +67,7 @@ func wantListenerSet(t *testing.T, ls *gwv1.ListenerSet, typ string, status meta
 
 func wantAttachedListenerSets(t *testing.T, gw *gwv1.Gateway, want int32) {
 	t.Helper()
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		got := &gwv1.Gateway{}
 		get(t, client.ObjectKeyFromObject(gw), got)
 		if n := got.Status.AttachedListenerSets; n == nil || *n != want {
@@ -146,7 +147,7 @@ func foldedListenerSet(t *testing.T) (*gwv1.GatewayClass, *gwv1.Gateway, *gwv1.L
 	// The Gateway reads the ListenerSet's Secret in its namespace through
 	// the grant gatefold keeps, owned by the ListenerSet.
 	grant := &gwv1.ReferenceGrant{}
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		return env.Client.Get(ctx, client.ObjectKey{Namespace: shop, Name: "gatefold.listenerset.app"}, grant)
 	})
 	if owner := metav1.GetControllerOf(grant); owner == nil || owner.Kind != "ListenerSet" || owner.APIVersion != gwv1.GroupVersion.String() || owner.Name != "app" {
@@ -158,7 +159,7 @@ func foldedListenerSet(t *testing.T) (*gwv1.GatewayClass, *gwv1.Gateway, *gwv1.L
 // wantGone waits until obj no longer exists.
 func wantGone(t *testing.T, obj client.Object) {
 	t.Helper()
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("%T %s is still there (%v)", obj, obj.GetName(), err)
 		}
@@ -178,7 +179,7 @@ func TestListenerSetsOfAClassNoLongerFoldedAreReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := wantListeners(t, gw, "default 8080/HTTP")
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		get(t, client.ObjectKeyFromObject(gw), got)
 		if got.Status.AttachedListenerSets != nil {
 			return fmt.Errorf("Gateway status.attachedListenerSets = %d, want it released", *got.Status.AttachedListenerSets)
@@ -249,7 +250,7 @@ func TestListenerSetMovedToAnotherKindOfParentIsReleased(t *testing.T) {
 	wantListeners(t, gw, "default 8080/HTTP")
 	wantAttachedListenerSets(t, gw, 0)
 	wantGone(t, grant)
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		stored := &gwv1.ListenerSet{}
 		get(t, client.ObjectKeyFromObject(ls), stored)
 		if c := meta.FindStatusCondition(stored.Status.Conditions, "Accepted"); c == nil || c.Reason != "Pending" {
@@ -289,7 +290,7 @@ func TestListenerSetsOfANativeClassAreLeftAlone(t *testing.T) {
 	wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS fragment.example.com")
 	wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
 
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		list := &eventsv1.EventList{}
 		if err := env.Client.List(ctx, list); err != nil {
 			return err

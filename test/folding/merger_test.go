@@ -49,21 +49,8 @@ func create(t *testing.T, obj client.Object) {
 	}
 }
 
-// eventually polls check until it returns nil, for 20s at most.
-func eventually(t *testing.T, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("After 20s: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// settle is how long the merger may take to fold a change and report it.
+const settle = 20 * time.Second
 
 // listeners renders the Gateway's listeners as "name port/protocol hostname",
 // in the Gateway's order.
@@ -84,7 +71,7 @@ func wantListeners(t *testing.T, gw *gwv1.Gateway, want ...string) *gwv1.Gateway
 	t.Helper()
 	got := &gwv1.Gateway{}
 	slices.Sort(want)
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(gw), got); err != nil {
 			return err
 		}
@@ -103,7 +90,7 @@ func wantListeners(t *testing.T, gw *gwv1.Gateway, want ...string) *gwv1.Gateway
 func wantAccepted(t *testing.T, lf *v1alpha1.ListenerFragment, status metav1.ConditionStatus, reason string) *v1alpha1.ListenerFragment {
 	t.Helper()
 	got := &v1alpha1.ListenerFragment{}
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(lf), got); err != nil {
 			return err
 		}
@@ -228,7 +215,7 @@ func TestConflictsAreReportedAndResolvedInPrecedence(t *testing.T) {
 
 func wantEvent(t *testing.T, lf *v1alpha1.ListenerFragment, reason string) {
 	t.Helper()
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		list := &eventsv1.EventList{}
 		if err := env.Client.List(ctx, list, client.InNamespace(lf.Namespace)); err != nil {
 			return err
@@ -424,7 +411,7 @@ func TestStatusMirrorsTheGatewayImplementation(t *testing.T) {
 	}
 	// The Gateway implementation reports the folded listener.
 	report(got.Generation)
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		st := &v1alpha1.ListenerFragment{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(lf), st); err != nil {
 			return err
@@ -451,7 +438,7 @@ func TestReferenceGrantLifecycle(t *testing.T) {
 	key := client.ObjectKey{Namespace: shop, Name: merger.GrantName(lf)}
 	wantGrant := func(secrets ...string) {
 		t.Helper()
-		eventually(t, func() error {
+		testenv.Eventually(t, settle, func() error {
 			g := &gwv1.ReferenceGrant{}
 			if err := env.Client.Get(ctx, key, g); err != nil {
 				return err
@@ -483,7 +470,7 @@ func TestReferenceGrantLifecycle(t *testing.T) {
 	updateSpec(t, lf, func(spec *v1alpha1.ListenerFragmentSpec) {
 		spec.Listeners = []gwv1.ListenerEntry{{Name: "web", Port: 80, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("app.example.com"))}}
 	})
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		if err := env.Client.Get(ctx, key, &gwv1.ReferenceGrant{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("unused grant still exists (%v)", err)
 		}
@@ -545,7 +532,7 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 	key := client.ObjectKeyFromObject(gw)
 	foldedAgain := func(since int) int {
 		t.Helper()
-		eventually(t, func() error {
+		testenv.Eventually(t, settle, func() error {
 			if n := folds.of(key); n <= since {
 				return fmt.Errorf("the merger did not fold Gateway %s again", key)
 			}
@@ -583,7 +570,7 @@ func TestLastListenerIsKeptAndReported(t *testing.T) {
 	}
 	// A Gateway needs a listener: the API server refuses the fold, which the
 	// Gateway's owner sees as an event.
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		list := &eventsv1.EventList{}
 		if err := env.Client.List(ctx, list, client.InNamespace(gw.Namespace)); err != nil {
 			return err

@@ -69,8 +69,7 @@ func createRoutes(t *testing.T, ns string, gw *gwv1.Gateway, from, to int) {
 func landings(t *testing.T, ns string, want int) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	testenv.Eventually(t, 3*time.Minute, func() error {
 		list := &v1alpha1.ListenerFragmentList{}
 		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 			t.Fatalf("Listing fragments: %v", err)
@@ -86,13 +85,11 @@ func landings(t *testing.T, ns string, want int) map[string]string {
 			out[lf.Name] = string(lf.Status.Listeners[0].Gateway.Name)
 		}
 		if len(waiting) == 0 && len(list.Items) == want {
-			return out
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("After 3m, %d of %d fragments are not Accepted with a Gateway, e.g. %v", len(waiting), want, waiting[:min(3, len(waiting))])
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return fmt.Errorf("%d of %d fragments are not Accepted with a Gateway, e.g. %v", len(waiting), want, waiting[:min(3, len(waiting))])
+	})
+	return out
 }
 
 // pool returns the pool's Gateways by name: the head and its siblings.
@@ -216,7 +213,7 @@ func (m *moves) check(t *testing.T) {
 // it last lost its last folded listener (zero if it never did).
 func (m *moves) went(t *testing.T, name string) (emptied, deleted time.Time) {
 	t.Helper()
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if deleted = m.deleted[name]; deleted.IsZero() {
@@ -390,7 +387,7 @@ func TestPoolShrinksAfterGrace(t *testing.T) {
 	default:
 		t.Logf("The empty sibling was deleted %s after it emptied", waited.Round(time.Millisecond))
 	}
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		list := &eventsv1.EventList{}
 		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
@@ -507,7 +504,7 @@ func TestEmptiedSiblingOfAHeadWithoutOwnListenersGoes(t *testing.T) {
 	removeOwnListener(t, head, "http")
 	// The head's own listener left every Gateway of the pool; r0000 takes
 	// its place on the head, so that r0063 stays alone on the sibling.
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		gw := &gwv1.Gateway{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sibling}, gw); err != nil {
 			return err

@@ -18,6 +18,7 @@ import (
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/merger"
 	"github.com/gatefold/gatefold/test/fixture"
+	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // These tests show that what admission checks holds on every fold, so that
@@ -60,7 +61,7 @@ func TestRevokedGrantWithdrawsTheListener(t *testing.T) {
 	}
 	wantListeners(t, gw, "default 8080/HTTP")
 	t.Logf("The revoked grant's listener left the Gateway %v after the grant was deleted", time.Since(start).Round(time.Millisecond))
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		got := &v1alpha1.ListenerFragment{}
 		get(t, client.ObjectKeyFromObject(lf), got)
 		c := listenerCondition(got, "web", "ResolvedRefs")
@@ -120,7 +121,7 @@ func forbid(t *testing.T, ns, expression, message string, probeListener gwv1.Lis
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, binding); _ = env.Client.Delete(ctx, policy) })
 	probe := fixture.Gateway(ns, gwv1.NamespacesFromAll, probeListener)
 	probe.Name = "probe"
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		if err := env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll); err == nil || !strings.Contains(err.Error(), message) {
 			return fmt.Errorf("the policy does not refuse yet: %v", err)
 		}
@@ -170,7 +171,7 @@ func TestForeignReferenceGrantIsNeverOverwritten(t *testing.T) {
 	create(t, theirs)
 	create(t, lf)
 	wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		list := &eventsv1.EventList{}
 		if err := env.Client.List(ctx, list, client.InNamespace(shop)); err != nil {
 			return err
@@ -227,7 +228,7 @@ func TestRevokedGrantWithdrawsTheListenerBesideRefusedFragments(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantListeners(t, gw, "default 8080/HTTP")
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		got := &v1alpha1.ListenerFragment{}
 		get(t, client.ObjectKeyFromObject(lf), got)
 		if c := listenerCondition(got, "web", "ResolvedRefs"); c == nil || c.Reason != "RefNotPermitted" {
@@ -252,7 +253,7 @@ func TestRefusalOfTheGatewaysOwnListenerBlamesNoFragment(t *testing.T) {
 	if c := meta.FindStatusCondition(st.Status.Conditions, "Accepted"); !strings.Contains(c.Message, "which its owner must resolve") {
 		t.Errorf("Accepted message = %q, want it to say the Gateway's owner must resolve the refusal", c.Message)
 	}
-	eventually(t, func() error {
+	testenv.Eventually(t, settle, func() error {
 		list := &eventsv1.EventList{}
 		if err := env.Client.List(ctx, list, client.InNamespace(infra)); err != nil {
 			return err
@@ -298,7 +299,7 @@ func TestGatewayRefusalKeepsTheGrantsOfTheListenersThatStay(t *testing.T) {
 	wantListeners(t, gw, "legacy 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
 	lf = wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
 	grant := client.ObjectKey{Namespace: shop, Name: merger.GrantName(lf)}
-	eventually(t, func() error { return env.Client.Get(ctx, grant, &gwv1.ReferenceGrant{}) })
+	testenv.Eventually(t, settle, func() error { return env.Client.Get(ctx, grant, &gwv1.ReferenceGrant{}) })
 
 	forbid(t, infra, "object.spec.listeners.all(l, l.name != 'legacy')", "the listener named legacy must be renamed",
 		gwv1.Listener{Name: "legacy", Port: 80, Protocol: gwv1.HTTPProtocolType})

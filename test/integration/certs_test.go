@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -75,18 +77,17 @@ func TestSelfSignedReplicasShareOneCA(t *testing.T) {
 	start.Done()
 
 	secret := &corev1.Secret{}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		ready := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "gatefold-webhook-ca"}, secret) == nil
-		for _, r := range replicas {
-			ready = ready && r.Ready(nil) == nil
+	testenv.Eventually(t, 20*time.Second, func() error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "gatefold-webhook-ca"}, secret); err != nil {
+			return fmt.Errorf("the replicas did not all get a serving certificate: %w", err)
 		}
-		if ready {
-			break
+		for i, r := range replicas {
+			if err := r.Ready(nil); err != nil {
+				return fmt.Errorf("the replicas did not all get a serving certificate: replica %d: %w", i, err)
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("The replicas did not all get a serving certificate within 20s")
-		}
-	}
+		return nil
+	})
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(secret.Data[certs.CABundleKey]) {
 		t.Fatal("The CA Secret holds no bundle")
@@ -96,7 +97,7 @@ func TestSelfSignedReplicasShareOneCA(t *testing.T) {
 			t.Errorf("Replica %d serves a certificate the stored CA does not sign: %v", i, err)
 		}
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(validating), validating); err != nil {
 			t.Fatal(err)
 		}
@@ -104,11 +105,9 @@ func TestSelfSignedReplicasShareOneCA(t *testing.T) {
 		for _, w := range validating.Webhooks {
 			trusted = trusted && bytes.Equal(w.ClientConfig.CABundle, secret.Data[certs.CABundleKey])
 		}
-		if trusted {
-			break
+		if !trusted {
+			return errors.New("the ValidatingWebhookConfiguration does not trust the stored CA bundle")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("The ValidatingWebhookConfiguration does not trust the stored CA bundle")
-		}
-	}
+		return nil
+	})
 }

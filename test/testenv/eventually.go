@@ -1,0 +1,32 @@
+package testenv
+
+import (
+	"testing"
+	"time"
+)
+
+// pollInterval is how often Eventually calls its check.
+const pollInterval = 50 * time.Millisecond
+
+// Poll calls check every interval until it returns nil, and at least once;
+// it gives up once timeout has passed. It returns nil when check did, else
+// check's last error. It needs no testing.T: the bench polls with it too.
+func Poll(timeout, interval time.Duration, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil || !time.Now().Before(deadline) {
+			return err
+		}
+		time.Sleep(min(interval, time.Until(deadline)))
+	}
+}
+
+// Eventually polls check until it returns nil, and fails t after timeout
+// with check's last error.
+func Eventually(t testing.TB, timeout time.Duration, check func() error) {
+	t.Helper()
+	if err := Poll(timeout, pollInterval, check); err != nil {
+		t.Fatalf("After %v: %v", timeout, err)
+	}
+}
