@@ -49,11 +49,10 @@ type SiblingListeners struct {
 	Listeners []gwv1.Listener
 }
 
-// pool is the Gateways one fold fills. A Gateway that heads no pool is a
-// pool of one room whose board keeps the MaxListeners limit, so it folds as
-// it always has: precedence alone decides who gets the room. In a real pool
-// a tuple is taken once for all rooms (one unlimited board), each room's
-// room is counted apart, and a folded source stays where it is.
+// pool is the Gateways one fold fills. A Gateway that heads no pool is a pool
+// of one room whose board keeps the MaxListeners limit; in a real pool a tuple
+// is taken once for all rooms (one unlimited board), each room's room is
+// counted apart, and a folded source stays where it is.
 type pool struct {
 	board  *rules.Board
 	rooms  []*room

@@ -66,9 +66,7 @@ type Withdrawal struct {
 
 // SecretGrace is how long a listener refused for a missing Secret
 // (InvalidCertificateRef) stays folded before it is withdrawn: cert-manager's
-// gateway-shim issues a listener's certificate only while the Gateway
-// carries it, so an immediate withdrawal would stop the issuance it waits
-// for.
+// gateway-shim issues a certificate only for a listener the Gateway carries.
 const SecretGrace = 2 * time.Minute
 
 // implementationRefusal returns the condition by which the Gateway implementation refuses
@@ -88,10 +86,8 @@ func implementationRefusal(conds []metav1.Condition) *metav1.Condition {
 }
 
 // refusals are, by Gateway listener name, the Gateways of a fold whose
-// implementation refuses that listener while it holds the Gateway not
-// accepted for a tenant's sake (refusesTenants), in pool order: the only
-// places a fold looks for a refusal, so a listener no Gateway refuses costs
-// a map lookup, not a search of every Gateway's spec.
+// implementation refuses that listener while it holds the Gateway not accepted
+// for a tenant's sake (refusesTenants), in pool order.
 type refusals map[gwv1.SectionName][]carrier
 
 // carrier is a Gateway of the fold and the generations since which it
@@ -147,13 +143,10 @@ func (r refusals) of(lf *v1alpha1.ListenerFragment, e gwv1.ListenerEntry) (*meta
 	return nil, nil
 }
 
-// refusesTenants says whether gw's implementation holds the whole Gateway
-// not accepted because of the sources' listeners: it reports the Gateway
-// Accepted=False, refuses none of the Gateway's own listeners (those not
-// in generated), and accepts some listener. Withdrawing a tenant's listener
-// helps only then; an implementation that keeps the Gateway accepted, or
-// refuses it for the owner's sake or as a whole, only has its verdicts
-// mirrored.
+// refusesTenants says whether gw's implementation holds the whole Gateway not
+// accepted because of the sources' listeners: Accepted=False, none of the
+// Gateway's own listeners (not in generated) refused, and some listener
+// accepted. Only then does withdrawing a tenant's listener help.
 func refusesTenants(gw *gwv1.Gateway, generated sets.Set[gwv1.SectionName]) bool {
 	c := meta.FindStatusCondition(gw.Status.Conditions, string(gwv1.GatewayConditionAccepted))
 	if c == nil || c.Status != metav1.ConditionFalse || (c.ObservedGeneration != 0 && c.ObservedGeneration < gw.Generation) {
