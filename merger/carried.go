@@ -11,11 +11,8 @@ import (
 
 // carriedMemo remembers, per Gateway and listener, the first generation seen
 // to carry gatefold's listener as it is, so that the implementation's report
-// on an older listener of the same name is never mirrored, and a report that
-// is current for the listener is not discarded because an unrelated change
-// bumped the Gateway's generation. A new leader starts empty and takes the
-// Gateway's current generation: it may report Pending a little longer, never
-// a stale Programmed.
+// is mirrored only when it is about that listener. A new leader starts from
+// the current generation: Pending a little longer, never a stale Programmed.
 type carriedMemo struct {
 	mu        sync.Mutex
 	byGateway map[types.NamespacedName]map[gwv1.SectionName]carried

@@ -12,12 +12,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// A Gateway write is the expensive request: the Gateway CRD's rules compare
-// every listener with every other. A burst of fragment changes should cost
-// one or two of them, not one each. So a Gateway's events start a burst, and
-// the Gateway is folded once its events have been quiet for the quiet period,
-// or at the latest the maximum delay after the burst's first event, as Istio
-// debounces its pushes. Requeues the merger asks for itself are not delayed.
+// A Gateway's events start a burst, and the Gateway is folded once they have
+// been quiet for the quiet period, or at the latest the maximum delay after the
+// burst's first event, so that a burst costs one or two Gateway writes.
+// Requeues the merger asks for itself are not delayed.
 
 // debouncer tracks the bursts of events of each Gateway.
 type debouncer struct {
@@ -80,12 +78,9 @@ func (d *debouncer) wait(b burst, now time.Time) time.Duration {
 	return max(0, min(b.last.Add(d.quietFor(b)).Sub(now), b.first.Add(d.maxDelay).Sub(now)))
 }
 
-// quietFor is the quiet period that ends burst b: the configured one, or,
-// for a Gateway whose events keep coming a few hundred milliseconds apart
-// (many route controller workers spread over many Gateways), four of their
-// mean gaps, at most five quiet periods. Else one gap a little longer than
-// the mean ends a burst that is still coming, and a Gateway is written
-// about once per apply for as long as the burst lasts.
+// quietFor is the quiet period that ends burst b: the configured one, or, for
+// a Gateway whose events keep coming a few hundred milliseconds apart, four of
+// their mean gaps, at most five quiet periods (docs/architecture.md, "Debounce").
 func (d *debouncer) quietFor(b burst) time.Duration {
 	if b.events < 2 {
 		return d.quiet

@@ -1,6 +1,11 @@
-// Package merger folds every accepted ListenerFragment of a Gateway into that
-// Gateway's spec.listeners with server-side apply, as the single field owner
-// of the entries it adds, and reports back on each fragment. It reads the
-// fold's input from the cache, calls the pure fold.Fold, and writes its
-// result. It never changes listeners other managers own.
+// Package merger is the last stage of the write path (rules → fold → merger):
+// the leader-only controller that reads one Gateway's fold input from the
+// cache, calls the pure fold.Fold, and writes the difference with fencing: the
+// Gateway's listeners by server-side apply as field manager gatefold (with
+// refusals bisected), a pool's siblings, the ReferenceGrants folded listeners
+// need, every source's status, and status.attachedListenerSets.
+//
+// It imports api/v1alpha1, rules and fold, never webhook or claims (claims
+// reach it as Options.Claims). It never changes listeners other managers own
+// and never writes while this replica may no longer lead.
 package merger

@@ -88,11 +88,10 @@ func listenerStatus(st v1alpha1.ListenerFragmentStatus, name gwv1.SectionName) v
 	return v1alpha1.ListenerStatus{}
 }
 
-// recordEvents tells the fragment's owner what changed: listeners folded
-// after they were not, listeners not folded, or the fragment not accepted at
-// all. The events API merges
-// events of one object and reason into a series that keeps the first note,
-// so there is one event per reason, naming every listener it concerns.
+// recordEvents tells the fragment's owner what changed: listeners folded after
+// they were not, listeners not folded, or the fragment not accepted, one event
+// per reason naming every listener it concerns (the events API keeps a
+// series' first note).
 func (r *Reconciler) recordEvents(lf *v1alpha1.ListenerFragment, old, updated v1alpha1.ListenerFragmentStatus) {
 	accepted := meta.FindStatusCondition(updated.Conditions, string(v1alpha1.FragmentConditionAccepted))
 	if len(updated.Listeners) == 0 && accepted != nil && accepted.Status == metav1.ConditionFalse {

@@ -29,12 +29,10 @@ import (
 )
 
 // fold folds in and applies the listeners. When the API server refuses the
-// apply (the Gateway CRD's rules, an admission policy), it finds the
-// fragments it refuses, reports them, and applies the rest: one refused
-// fragment never freezes the others. Each round leaves out at least one more
-// fragment, so it ends. A refusal no fragment causes returns a
-// *gatewayRefusedError with statuses that say so, and is remembered while
-// the Gateway's spec and its fragments stay as they were.
+// apply, it finds the refused fragments (bisect), reports them and applies the
+// rest, so one refused fragment never freezes the others. A refusal no
+// fragment causes returns a *gatewayRefusedError, remembered while the
+// Gateway's spec and fragments stay as they were.
 func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *fold.Input) (fold.Result, error) {
 	foldsTotal.Inc()
 	in.Now = time.Now()
@@ -153,12 +151,10 @@ func refused(err error) bool {
 }
 
 // bisect finds the fragments whose listeners the API server refuses, with
-// server-side dry-run applies: a group of fragments that applies with those
-// accepted so far is accepted whole, one that does not is split in two, and
-// a single fragment that does not is blamed with the API server's message —
-// but only if the Gateway takes some set of gatefold's listeners without it
-// (those accepted so far, or none): else the cause is not the fragment's. It
-// costs about 2·r·log2(n) dry runs for r refused fragments of n.
+// server-side dry runs: a group that applies with those accepted so far is
+// accepted whole, one that does not is split in two. A single fragment is
+// blamed only if the Gateway takes gatefold's listeners without it. About
+// 2·r·log2(n) dry runs for r refused fragments of n.
 func (r *Reconciler) bisect(ctx context.Context, t target, res fold.Result) (map[rules.SourceRef]string, error) {
 	type group struct {
 		key       rules.SourceRef
@@ -233,9 +229,7 @@ func (r *Reconciler) bisect(ctx context.Context, t target, res fold.Result) (map
 }
 
 // applyPool writes the fold to every Gateway of the pool whose listeners
-// changed (the head, siblings, new siblings), poolApplies at a time: each is
-// a write of its own, and sixteen full Gateways one after another would hold
-// the pool's fold for seconds. It returns the first Gateway, in pool order,
+// changed, poolApplies at a time, and returns the first Gateway, in pool order,
 // a write failed on.
 func (r *Reconciler) applyPool(ctx context.Context, in *fold.Input, res fold.Result) (target, error) {
 	var changed []target
@@ -403,11 +397,9 @@ func listenersChanged(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], desi
 // Dry runs are sent without read-your-writes consistency: they write
 // nothing to wait for (a dry-run create has no resourceVersion at all).
 
-// apply writes the target's listeners, fenced by the resourceVersion the
-// fold read: if the Gateway changed since (a newer leader folded it), the
-// API server answers 409 and nothing is written. The head gets one
-// server-side apply of exactly gatefold's listeners; a sibling, gatefold's
-// own Gateway, is written whole (writeSibling).
+// apply writes the target's listeners, fenced by the resourceVersion the fold
+// read (a 409 when the Gateway changed since): one server-side apply of
+// gatefold's listeners on a head, a whole write of a sibling (writeSibling).
 func (r *Reconciler) apply(ctx context.Context, t target, listeners []gwv1.Listener, dryRun bool) error {
 	if t.head != nil {
 		return r.writeSibling(ctx, t, listeners, dryRun)
@@ -435,12 +427,10 @@ func (r *Reconciler) apply(ctx context.Context, t target, listeners []gwv1.Liste
 }
 
 // writeSibling creates or updates a sibling whole: the head's spec, its own
-// listeners, the folded ones, and listeners other managers added, kept. A
-// create, not an apply, so that a Gateway of that name someone created a
-// moment ago (or a deposed leader's successor did) is answered
-// AlreadyExists and never taken over; an update, fenced by resourceVersion,
-// so that listeners gatefold no longer sends are removed although every
-// replica writes as one field manager.
+// listeners, the folded ones, and listeners other managers added. A create, so
+// that a Gateway of that name someone else created is never taken over; an
+// update fenced by resourceVersion, so that listeners gatefold no longer sends
+// are removed.
 func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv1.Listener, dryRun bool) error {
 	gw := &gwv1.Gateway{}
 	var kept []gwv1.Listener

@@ -21,10 +21,8 @@ import (
 	"github.com/gatefold/gatefold/rules"
 )
 
-// A folded listener reads its certificate Secrets from the fragment's
-// namespace, which a Gateway in another namespace may only do through a
-// ReferenceGrant there. The merger keeps one per fragment, owned by it (so
-// garbage collection removes it with the fragment), allowing exactly the
+// The merger keeps one ReferenceGrant per fragment whose folded listeners read
+// Secrets in its namespace, owned by the fragment, allowing exactly the
 // Gateway's namespace to read exactly those Secrets.
 
 // GrantName is the name of the ReferenceGrant the merger keeps for a
@@ -71,13 +69,10 @@ func secretsToGrant(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []
 	return sets.List(secrets)
 }
 
-// applyGrant makes the fragment's ReferenceGrant match the Secrets its
-// folded listeners need, deleting it when they need none.
-//
-// With widenOnly, before a Gateway apply, it only adds what the new listeners
-// need to what is granted: the implementation must never see a folded
-// listener whose Secret it may not read yet. Narrowing waits until the
-// listeners that needed the rest are gone.
+// applyGrant makes the fragment's ReferenceGrant match the Secrets its folded
+// listeners need, deleting it when they need none. With widenOnly (before a
+// Gateway apply) it only adds: the implementation must never see a folded
+// listener whose Secret it may not read yet.
 func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []fold.Outcome, widenOnly bool) error {
 	if err := r.fenced(); err != nil {
 		return err

@@ -25,12 +25,8 @@ import (
 	"github.com/gatefold/gatefold/rules"
 )
 
-// For the GatewayClasses a user opts in, the merger folds upstream
-// ListenerSets beside ListenerFragments, read as fragments of kind
-// ListenerSet (rules.FromListenerSet): one precedence, one board, and the
-// status written back in ListenerSet's own shape. It also keeps the
-// Gateway's status.attachedListenerSets. A class whose implementation
-// supports ListenerSets itself is left alone.
+// For the GatewayClasses a user opts in, the merger folds ListenerSets beside
+// fragments (docs/architecture.md, "ListenerSets").
 
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=listenersets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=listenersets/status,verbs=patch
@@ -139,13 +135,10 @@ func (r *Reconciler) readListenerSets(ctx context.Context, key types.NamespacedN
 	return nil
 }
 
-// finishListenerSets ends a fold of Gateway key. When it folded the
-// Gateway's ListenerSets, it keeps the Gateway's status.attachedListenerSets.
-// Otherwise it takes back what gatefold wrote for them (takeBack), and,
-// where no implementation writes it (setsNotFolded), the Gateway's count.
-// ListenerSets whose parentRef names no Gateway are indexed apart and no
-// Gateway's fold lists them: every fold takes back what gatefold wrote for
-// them before their parentRef changed.
+// finishListenerSets ends a fold of Gateway key: it keeps the Gateway's
+// status.attachedListenerSets when it folded its ListenerSets, and otherwise
+// takes back what gatefold wrote for them. ListenerSets whose parentRef names
+// no Gateway are taken back on every fold.
 func (r *Reconciler) finishListenerSets(ctx context.Context, key types.NamespacedName, gw *gwv1.Gateway, mode listenerSetMode, res fold.Result) error {
 	errs := []error{r.takeBack(ctx, manager.NoGatewayParent, nil, setsNotFolded)}
 	switch {
@@ -162,12 +155,10 @@ func (r *Reconciler) finishListenerSets(ctx context.Context, key types.Namespace
 }
 
 // takeBack takes back what gatefold wrote for the ListenerSets indexed under
-// parent, whose Gateway gw (nil when gone) does not fold them: the grants it
-// kept go, and no report of theirs is written any more. One of a Gateway that
-// is gone is reported ParentNotAccepted. Where no implementation writes their
-// statuses (setsNotFolded), gatefold releases the status it wrote; a native
-// implementation writes it itself, and a status another writer shares is
-// left to that writer.
+// parent, whose Gateway gw (nil when gone) does not fold them: their grants
+// and pending reports go, those of a Gateway gone are reported
+// ParentNotAccepted, and with setsNotFolded the status gatefold alone wrote is
+// released.
 func (r *Reconciler) takeBack(ctx context.Context, parent string, gw *gwv1.Gateway, mode listenerSetMode) error {
 	list := &gwv1.ListenerSetList{}
 	if err := r.Client.List(ctx, list, client.MatchingFields{manager.ParentIndex: parent}, client.DisableReadYourWritesConsistency); err != nil {
@@ -201,11 +192,9 @@ func attachedListenerSets(res fold.Result) int32 {
 	return n
 }
 
-// attachedMemo remembers, by Gateway, the count gatefold last applied
-// and when. An implementation that writes the Gateway's whole status drops
-// the field; applying it again on each of its writes would make two writes
-// per round, forever, with one that compares whole statuses. The count is
-// applied again when it changes, or after a resync period.
+// attachedMemo remembers, by Gateway, the count gatefold last applied and
+// when, so that it is applied again only when it changes or after a resync
+// period, not after every write of an implementation that drops it.
 type attachedMemo struct {
 	mu   sync.Mutex
 	last map[types.NamespacedName]attached

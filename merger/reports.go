@@ -49,12 +49,10 @@ type reports struct {
 	queue atomic.Pointer[queue]
 }
 
-// publish records the status a fold decided for lf, as the cache showed lf
-// to the fold, and wakes a status writer. A report decided from an older
-// generation of the object than one pending is dropped. When nothing is
-// pending and the cache shows the status stored, there is nothing to write;
-// when a report is pending, a write may be in flight that the fold's view
-// does not show yet, so the writer, which reads its own writes, decides.
+// publish records the status a fold decided for lf, as the cache showed lf to
+// the fold, and wakes a status writer. A report of an older generation than
+// the one pending is dropped; with nothing pending and the status stored
+// there is nothing to write, else the writer, which reads its writes, decides.
 func (rs *reports) publish(lf *v1alpha1.ListenerFragment, st v1alpha1.ListenerFragmentStatus) {
 	key := client.ObjectKeyFromObject(lf)
 	if rules.KindOf(lf) == rules.KindListenerSet {

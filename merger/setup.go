@@ -48,10 +48,8 @@ type Options struct {
 	// reads ListenerSets, and their CRD need not be installed.
 	// manager.IndexListenerSetParents must have been registered otherwise.
 	ListenerSetControllers sets.Set[string]
-	// Claims, when set, returns by tuple the fragments that hold
-	// admission's claims on a Gateway, read from the API server
-	// (claims.Store.HoldersNow): the fold gives a claimed tuple to
-	// its holder.
+	// Claims, when set, returns by tuple the holders of admission's claims on a
+	// Gateway, read from the API server (claims.Store.HoldersNow).
 	Claims func(ctx context.Context, gateway types.NamespacedName) (map[rules.Tuple]types.NamespacedName, error)
 }
 
