@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -78,12 +77,13 @@ func waitClaim(t *testing.T, ns, gw string, l gwv1.ListenerEntry, holder string)
 func neverClaimed(t *testing.T, ns, gw string, l gwv1.ListenerEntry, why string) {
 	t.Helper()
 	name := claimName(ns, gw, l)
-	testenv.Never(t, env, &coordinationv1.LeaseList{}, 2*time.Second, func(ev watch.Event) string {
-		if ev.Type == watch.Deleted {
-			return ""
-		}
-		return fmt.Sprintf("%s: claim %s of %s is held by %q", why, name, *l.Hostname, holderOf(ev.Object.(*coordinationv1.Lease)))
-	}, client.InNamespace(claimsNamespace), client.MatchingFields{"metadata.name": name})
+	testenv.Holds(t, env, 2*time.Second, testenv.Invariant{List: &coordinationv1.LeaseList{}, Namespace: claimsNamespace,
+		Opts: []client.ListOption{client.MatchingFields{"metadata.name": name}}, Check: func(leases map[string]client.Object) error {
+			if lease, held := leases[name]; held {
+				return fmt.Errorf("%s: claim %s of %s is held by %q", why, name, *l.Hostname, holderOf(lease.(*coordinationv1.Lease)))
+			}
+			return nil
+		}})
 }
 
 // forgeClaim writes the claim that a create of ns/name with uid would have

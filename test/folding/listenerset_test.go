@@ -173,7 +173,7 @@ func wantGone(t *testing.T, obj client.Object) {
 // comes back at once.
 func TestListenerSetsOfAClassNoLongerFoldedAreReleased(t *testing.T) {
 	gc, gw, ls, grant := foldedListenerSet(t)
-	holds(t, 2*time.Second, unwritten(t, &gwv1.GatewayList{}, gw.Namespace))
+	testenv.Holds(t, env, 2*time.Second, unwritten(t, &gwv1.GatewayList{}, gw.Namespace))
 
 	if err := env.Client.Delete(ctx, gc); err != nil {
 		t.Fatal(err)
@@ -193,7 +193,7 @@ func TestListenerSetsOfAClassNoLongerFoldedAreReleased(t *testing.T) {
 		return nil
 	})
 	wantGone(t, grant)
-	holds(t, 2*time.Second, unwritten(t, &gwv1.GatewayList{}, gw.Namespace), unwritten(t, &gwv1.ListenerSetList{}, ls.Namespace))
+	testenv.Holds(t, env, 2*time.Second, unwritten(t, &gwv1.GatewayList{}, gw.Namespace), unwritten(t, &gwv1.ListenerSetList{}, ls.Namespace))
 
 	again := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: gc.Name}, Spec: gc.Spec}
 	create(t, again)
@@ -223,7 +223,7 @@ func TestListenerSetsOfAClassTurnedNativeAreLeftToTheImplementation(t *testing.T
 	}
 	wantListeners(t, gw, "default 8080/HTTP")
 	wantGone(t, grant)
-	holds(t, 2*time.Second, invariant{list: &gwv1.ListenerSetList{}, ns: ls.Namespace, check: func(sets map[string]client.Object) error {
+	testenv.Holds(t, env, 2*time.Second, testenv.Invariant{List: &gwv1.ListenerSetList{}, Namespace: ls.Namespace, Check: func(sets map[string]client.Object) error {
 		stored, ok := sets[ls.Name].(*gwv1.ListenerSet)
 		if !ok {
 			return fmt.Errorf("ListenerSet %s is gone", ls.Name)
@@ -307,7 +307,7 @@ func TestListenerSetsOfANativeClassAreLeftAlone(t *testing.T) {
 	// ListenerSets, and the ListenerSet keeps the status the API server
 	// defaulted.
 	want := []string{"default 8080/HTTP", folded(lf, "web") + " 443/HTTPS fragment.example.com"}
-	holds(t, 2*time.Second, invariant{list: &gwv1.GatewayList{}, ns: infra, check: func(gws map[string]client.Object) error {
+	testenv.Holds(t, env, 2*time.Second, testenv.Invariant{List: &gwv1.GatewayList{}, Namespace: infra, Check: func(gws map[string]client.Object) error {
 		got, ok := gws[gw.Name].(*gwv1.Gateway)
 		switch {
 		case !ok:
@@ -318,7 +318,7 @@ func TestListenerSetsOfANativeClassAreLeftAlone(t *testing.T) {
 		have := listeners(got)
 		slices.Sort(have)
 		return diffErr(want, have)
-	}}, invariant{list: &gwv1.ListenerSetList{}, ns: shop, check: func(sets map[string]client.Object) error {
+	}}, testenv.Invariant{List: &gwv1.ListenerSetList{}, Namespace: shop, Check: func(sets map[string]client.Object) error {
 		stored, ok := sets[ls.Name].(*gwv1.ListenerSet)
 		if !ok {
 			return fmt.Errorf("ListenerSet %s is gone", ls.Name)

@@ -31,7 +31,7 @@ var (
 	env *devenv.Env
 	// cache is the merger's informer cache.
 	cache client.Reader
-	// watcher lists and watches as the administrator (follow).
+	// watcher lists and watches as the administrator (testenv.Follow).
 	watcher client.WithWatch
 	// auditLog holds every write to Gateways, ReferenceGrants and
 	// ListenerFragments; the merger's carry mergerAgent.

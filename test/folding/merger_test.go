@@ -555,7 +555,7 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	foldedAgain(n)
-	holds(t, time.Second, fragments, unchanged(&gwv1.GatewayList{}, infra, map[string]string{gw.Name: current.ResourceVersion}))
+	testenv.Holds(t, env, time.Second, fragments, unchanged(&gwv1.GatewayList{}, infra, map[string]string{gw.Name: current.ResourceVersion}))
 	if n := mergerWrites(t, infra, shop); n != writes {
 		t.Errorf("The merger sent %d writes in a steady state", n-writes)
 	}

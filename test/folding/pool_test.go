@@ -134,10 +134,10 @@ func watchMoves(t *testing.T, ns string) *moves {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		err := follow(watching, &gwv1.GatewayList{}, ns, func(gws map[string]client.Object) error {
+		err := testenv.Follow(watching, watcher, testenv.Invariant{List: &gwv1.GatewayList{}, Namespace: ns, Check: func(gws map[string]client.Object) error {
 			m.seen(ns, gws)
 			return nil
-		})
+		}})
 		m.mu.Lock()
 		m.err = err
 		m.mu.Unlock()
@@ -315,7 +315,7 @@ func TestPoolSpreadsAThousandFragments(t *testing.T) {
 	for name, gw := range gws {
 		versions[name] = gw.ResourceVersion
 	}
-	holds(t, 3*time.Second, unchanged(&gwv1.GatewayList{}, ns, versions))
+	testenv.Holds(t, env, 3*time.Second, unchanged(&gwv1.GatewayList{}, ns, versions))
 }
 
 // overflowed creates a pool's head and 64 fragments for it: the 64th lands
@@ -424,7 +424,7 @@ func TestUnmarkedHeadDrainsItsSiblings(t *testing.T) {
 	// Past the grace, the sibling still carries r0063, whose status says so.
 	kept := route(ns, head, 63)
 	keptListener := v1alpha1.ListenerName(ns, kept.Name, "web")
-	holds(t, poolGrace+time.Second, invariant{list: &gwv1.GatewayList{}, ns: ns, check: func(gws map[string]client.Object) error {
+	testenv.Holds(t, env, poolGrace+time.Second, testenv.Invariant{List: &gwv1.GatewayList{}, Namespace: ns, Check: func(gws map[string]client.Object) error {
 		gw, ok := gws[sibling]
 		if !ok {
 			return fmt.Errorf("sibling %s was deleted while it carried r0063", sibling)
@@ -433,7 +433,7 @@ func TestUnmarkedHeadDrainsItsSiblings(t *testing.T) {
 			return fmt.Errorf("sibling %s no longer carries r0063: %v", sibling, listeners(gw.(*gwv1.Gateway)))
 		}
 		return nil
-	}}, invariant{list: &v1alpha1.ListenerFragmentList{}, ns: ns, check: func(lfs map[string]client.Object) error {
+	}}, testenv.Invariant{List: &v1alpha1.ListenerFragmentList{}, Namespace: ns, Check: func(lfs map[string]client.Object) error {
 		lf, ok := lfs[kept.Name].(*v1alpha1.ListenerFragment)
 		if !ok {
 			return fmt.Errorf("fragment %s is gone", kept.Name)

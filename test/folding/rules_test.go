@@ -311,7 +311,7 @@ func TestGatewayRefusalKeepsTheGrantsOfTheListenersThatStay(t *testing.T) {
 	wantListeners(t, gw, want...)
 	// Folded again after the refusal, still: a fold's write is debounced,
 	// and a changed one is looked at again a second later.
-	holds(t, 2*time.Second, invariant{list: &gwv1.GatewayList{}, ns: infra, check: func(gws map[string]client.Object) error {
+	testenv.Holds(t, env, 2*time.Second, testenv.Invariant{List: &gwv1.GatewayList{}, Namespace: infra, Check: func(gws map[string]client.Object) error {
 		got, ok := gws[gw.Name].(*gwv1.Gateway)
 		if !ok {
 			return fmt.Errorf("Gateway %s is gone", gw.Name)
@@ -319,7 +319,7 @@ func TestGatewayRefusalKeepsTheGrantsOfTheListenersThatStay(t *testing.T) {
 		have := listeners(got)
 		slices.Sort(have)
 		return diffErr(want, have)
-	}}, invariant{list: &gwv1.ReferenceGrantList{}, ns: shop, check: func(grants map[string]client.Object) error {
+	}}, testenv.Invariant{List: &gwv1.ReferenceGrantList{}, Namespace: shop, Check: func(grants map[string]client.Object) error {
 		if _, ok := grants[grant.Name]; !ok {
 			return fmt.Errorf("the grant of a listener still on the Gateway is gone")
 		}
