@@ -26,10 +26,9 @@ import (
 // its own webhook configurations; it owns nothing else there.
 const InjectorFieldOwner = "gatefold-ca-injector"
 
-// The rights below are generated into config/rbac/self-signed, which only the
-// self-signed overlay installs. Secrets cannot be created by name, so create
-// is granted in gatefold's namespace only; reading and updating is granted
-// for the CA Secret alone, and patching for gatefold's own webhook
+// The rights below go to config/rbac/self-signed, which only the self-signed
+// overlay installs: create of Secrets in gatefold's namespace (they cannot be
+// created by name), the CA Secret alone, and gatefold's webhook
 // configurations alone.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create,namespace=gatefold-system
 // +kubebuilder:rbac:groups="",resources=secrets,resourceNames=gatefold-webhook-ca,verbs=get;update,namespace=gatefold-system
@@ -185,9 +184,8 @@ func (s *SelfSigned) ensureCA(ctx context.Context, now time.Time) (*authority, e
 const bundleSettle = 2 * time.Second
 
 // inject applies the bundle as the caBundle of every webhook of gatefold's
-// webhook configurations, owning only that field, when any differs, and
-// says whether it did. Both kinds have the same shape there, so one
-// unstructured path serves both.
+// webhook configurations, owning only that field, when any differs, and says
+// whether it did.
 func (s *SelfSigned) inject(ctx context.Context, bundle []byte) (bool, error) {
 	encoded := base64.StdEncoding.EncodeToString(bundle)
 	applied := false

@@ -1,21 +1,3 @@
-// Package dataplane runs Traefik, built from its Go module by test/traefik
-// (`make traefik`), as the Gateway implementation of a control plane, with
-// small echo backends, so that what gatefold folds is served by a real data
-// plane: in the data-plane tests and in `make dev`. Everything it starts
-// listens on loopback only.
-//
-// An EndpointSlice may not hold a loopback address, so a Service cannot lead
-// Traefik to a backend on this machine. Traefik's file provider defines each
-// backend instead, as service <name>@file with the backend's loopback URL,
-// and an HTTPRoute reaches it with a cross-provider backendRef (BackendRef):
-// Traefik's Gateway provider passes a TraefikService name holding an "@"
-// through as it is, without looking for a TraefikService object.
-//
-// Traefik reads the control plane with the kubeconfig it is given (the
-// administrator's will do: it is the data plane, not gatefold, and it reads
-// Secrets, Namespaces and Services and writes Gateway and route statuses).
-// The package never starts gatefold; `gatefold dev` links it, so it
-// imports nothing under test/.
 package dataplane
 
 import (

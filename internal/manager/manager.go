@@ -1,10 +1,3 @@
-// Package manager holds the controller-runtime manager options every gatefold
-// replica is built with: the scheme, what the informer cache holds and how the
-// client reads it. `gatefold manager` and the tests that run gatefold as
-// installed both build their managers from Options, so a test sees the cache
-// and the rights a replica needs in a cluster. It also holds the fragment
-// parent index both the webhooks and the merger read, and the leader lease
-// that fences the leader's writes. It holds no flags and starts nothing.
 package manager
 
 import (

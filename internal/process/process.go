@@ -1,6 +1,3 @@
-// Package process holds what the local servers gatefold starts for `make
-// dev` and the tests share: a free loopback port to listen on, and a stop
-// that waits for the server to exit. It starts nothing itself.
 package process
 
 import (
