@@ -17,8 +17,7 @@ import (
 // newPoolHead creates Gateway ns/shared marked as a pool's head.
 func newPoolHead(t *testing.T, ns string) *gwv1.Gateway {
 	t.Helper()
-	gw := fixture.Gateway(ns, gwv1.NamespacesFromAll)
-	gw.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
+	gw := fixture.PoolHead(ns, gwv1.NamespacesFromAll)
 	mustCreate(t, gw)
 	waitCached(t, gw)
 	return gw
@@ -52,10 +51,9 @@ func TestFragmentNamingASiblingIsDenied(t *testing.T) {
 // never land: it is denied, and holds no claim a tenant would be denied for.
 func TestFragmentThatCanNeverBePlacedIsDenied(t *testing.T) {
 	infra, shop, blog := newNamespace(t, nil), newNamespace(t, nil), newNamespace(t, nil)
-	head := fixture.Gateway(infra, gwv1.NamespacesFromAll,
+	head := fixture.PoolHead(infra, gwv1.NamespacesFromAll,
 		gwv1.Listener{Name: "http", Port: 8080, Protocol: gwv1.HTTPProtocolType},
 		gwv1.Listener{Name: "admin", Port: 9090, Protocol: gwv1.HTTPProtocolType})
-	head.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
 	mustCreate(t, head)
 	waitCached(t, head)
 	var big []gwv1.ListenerEntry

@@ -148,9 +148,8 @@ func TestNamespaceTheGatewayDoesNotAdmitLearnsOnlyThat(t *testing.T) {
 	infra := newNamespace(t, nil)
 	shop := newNamespace(t, map[string]string{"team": "shop"})
 	blog := newNamespace(t, map[string]string{"team": "blog"})
-	gw := fixture.Gateway(infra, gwv1.NamespacesFromSelector, gatewayHTTPS("main", "app.example.com"))
+	gw := fixture.PoolHead(infra, gwv1.NamespacesFromSelector, gatewayHTTPS("main", "app.example.com"))
 	gw.Spec.AllowedListeners.Namespaces.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}
-	gw.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
 	mustCreate(t, gw)
 	waitCached(t, gw)
 	mustCreate(t, newFragment(shop, "checkout", gw, https("https", "checkout.example.com")))

@@ -141,15 +141,15 @@ func (h *harness) waitWebhooks(ctx context.Context, on bool) error {
 		},
 	}
 	var err error
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	if testenv.Poll(30*time.Second, 50*time.Millisecond, func() error {
 		err = h.env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll)
-		if (on && err == nil) || (!on && apierrors.IsInvalid(err)) {
-			// The validating configuration is read by an informer of its own.
-			time.Sleep(200 * time.Millisecond)
-			return nil
-		}
+		return pending((on && err == nil) || (!on && apierrors.IsInvalid(err)))
+	}) != nil {
+		return fmt.Errorf("the API server did not switch gatefold's webhooks %s within 30s: %v", map[bool]string{true: "on", false: "off"}[on], err)
 	}
-	return fmt.Errorf("the API server did not switch gatefold's webhooks %s within 30s: %v", map[bool]string{true: "on", false: "off"}[on], err)
+	// The validating configuration is read by an informer of its own.
+	time.Sleep(200 * time.Millisecond)
+	return nil
 }
 
 // serve makes sure a replica serves the webhooks and they are installed,

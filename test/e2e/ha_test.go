@@ -112,7 +112,7 @@ func testLeaderFailover(t *testing.T, pooled bool, fragments, killAt int) {
 	}
 	gw := fixture.Gateway("infra", gwv1.NamespacesFromAll)
 	if pooled {
-		gw.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
+		gw = fixture.PoolHead("infra", gwv1.NamespacesFromAll)
 	}
 	if err := env.Client.Create(ctx, gw); err != nil {
 		t.Fatal(err)

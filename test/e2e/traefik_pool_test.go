@@ -37,9 +37,8 @@ func TestTraefikServesAPoolsSiblings(t *testing.T) {
 		create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
 
-	head := fixture.Gateway("infra", gwv1.NamespacesFromAll, fixture.Own("own", httpPort, gwv1.HTTPProtocolType, "own.example.com"))
+	head := fixture.PoolHead("infra", gwv1.NamespacesFromAll, fixture.Own("own", httpPort, gwv1.HTTPProtocolType, "own.example.com"))
 	head.Spec.GatewayClassName = gwv1.ObjectName(dp.GatewayClass)
-	head.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
 	create(t, c, head)
 	siblingKey := client.ObjectKey{Namespace: head.Namespace, Name: rules.SiblingName(head.Name, 2)}
 

@@ -39,8 +39,7 @@ const shrinkMargin = 1500 * time.Millisecond
 // listener (a redirect, say) that its siblings carry too.
 func poolHead(t *testing.T, ns string) *gwv1.Gateway {
 	t.Helper()
-	gw := fixture.Gateway(ns, gwv1.NamespacesFromSame, fixture.Own("http", 80, gwv1.HTTPProtocolType, ""))
-	gw.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
+	gw := fixture.PoolHead(ns, gwv1.NamespacesFromSame, fixture.Own("http", 80, gwv1.HTTPProtocolType, ""))
 	create(t, gw)
 	return gw
 }
