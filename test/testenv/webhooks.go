@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"testing"
 
@@ -22,41 +23,52 @@ const urlFieldManager = "gatefold-test-url"
 // point them elsewhere.
 func PointWebhooksAt(t testing.TB, c client.Client, base string) {
 	t.Helper()
-	ctx := context.Background()
-	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	if err := c.Get(ctx, client.ObjectKey{Name: "gatefold-mutating-webhook-configuration"}, m); err != nil {
-		t.Fatal(err)
-	}
-	for i := range m.Webhooks {
-		m.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + webhookPath(t, m.Webhooks[i].ClientConfig))}
-	}
-	if err := c.Update(ctx, m, client.FieldOwner(urlFieldManager)); err != nil {
-		t.Fatal(err)
-	}
-	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := c.Get(ctx, client.ObjectKey{Name: "gatefold-validating-webhook-configuration"}, v); err != nil {
-		t.Fatal(err)
-	}
-	for i := range v.Webhooks {
-		v.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + webhookPath(t, v.Webhooks[i].ClientConfig))}
-	}
-	if err := c.Update(ctx, v, client.FieldOwner(urlFieldManager)); err != nil {
+	if err := pointWebhooks(context.Background(), c, base); err != nil {
 		t.Fatal(err)
 	}
 }
 
+// pointWebhooks is PointWebhooksAt without a test.
+func pointWebhooks(ctx context.Context, c client.Client, base string) error {
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "gatefold-mutating-webhook-configuration"}, m); err != nil {
+		return err
+	}
+	for i := range m.Webhooks {
+		path, err := webhookPath(m.Webhooks[i].ClientConfig)
+		if err != nil {
+			return err
+		}
+		m.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + path)}
+	}
+	if err := c.Update(ctx, m, client.FieldOwner(urlFieldManager)); err != nil {
+		return err
+	}
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "gatefold-validating-webhook-configuration"}, v); err != nil {
+		return err
+	}
+	for i := range v.Webhooks {
+		path, err := webhookPath(v.Webhooks[i].ClientConfig)
+		if err != nil {
+			return err
+		}
+		v.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + path)}
+	}
+	return c.Update(ctx, v, client.FieldOwner(urlFieldManager))
+}
+
 // webhookPath is the path of the webhook's Service, or of its URL where
 // PointWebhooksAt has set one.
-func webhookPath(t testing.TB, cc admissionregistrationv1.WebhookClientConfig) string {
-	t.Helper()
+func webhookPath(cc admissionregistrationv1.WebhookClientConfig) (string, error) {
 	if cc.Service != nil {
-		return ptr.Deref(cc.Service.Path, "")
+		return ptr.Deref(cc.Service.Path, ""), nil
 	}
 	u, err := url.Parse(ptr.Deref(cc.URL, ""))
 	if err != nil {
-		t.Fatalf("Parsing a webhook's URL: %v", err)
+		return "", fmt.Errorf("parsing a webhook's URL: %w", err)
 	}
-	return u.Path
+	return u.Path, nil
 }
 
 // FreePort returns a port free on loopback now.

@@ -1,0 +1,393 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/gatefold/gatefold/internal/app"
+	"github.com/gatefold/gatefold/internal/devenv"
+	"github.com/gatefold/gatefold/internal/process"
+)
+
+// readyWithin is how long Start waits for a replica's /readyz.
+const readyWithin = 60 * time.Second
+
+// Gatefold says which gatefold replicas Start runs, and how.
+type Gatefold struct {
+	// Overlay is the config/ overlay whose ServiceAccount and RBAC the
+	// replicas run as; "" is "default".
+	Overlay string
+	// Installed, when set, is that ServiceAccount already installed.
+	Installed *Installed
+	// Apply applies the whole overlay first, as a user does with kubectl
+	// apply --server-side -k: its CRDs, webhook configurations and the rest.
+	Apply bool
+	// Args are `gatefold manager` flags for every replica. Start adds, where
+	// Args lack them, --webhook-port and --health-probe-bind-address on free
+	// loopback ports and --metrics-bind-address=0; for the binary, the
+	// --kubeconfig of the ServiceAccount.
+	Args []string
+	// Replicas is how many replicas run; 0 is one.
+	Replicas int
+	// Name names the replica, or Name-0, Name-1, ... for several: their
+	// POD_NAME, or Options.Identity in process; "" is "gatefold".
+	Name string
+	// Binary is the gatefold executable to run (BuildGatefold); "" runs the
+	// replicas in this process, logging through ctrl.Log.
+	Binary string
+	// Dir receives a process's log, <name>.log, and the kubeconfigs; it is
+	// needed for Binary and Apply.
+	Dir string
+	// Env is added to the environment of the binary, e.g. POD_NAMESPACE.
+	Env []string
+	// Options, in process, changes a replica's Options once its Args are
+	// parsed and validated: for the fields without a flag, or a value below
+	// what Validate allows.
+	Options func(*app.Options)
+	// PointWebhooks makes the overlay's webhook configurations call the
+	// first replica by URL on loopback (PointWebhooksAt).
+	PointWebhooks bool
+	// NoWait returns once the replicas are started, not once they are ready.
+	NoWait bool
+}
+
+// Replica is one gatefold replica Start started.
+type Replica struct {
+	Name string
+	// WebhookAddr and ProbeAddr are where its webhook server and its
+	// /healthz and /readyz listen, host:port.
+	WebhookAddr string
+	ProbeAddr   string
+	// Log is the binary's log; in process it is "".
+	Log string
+	// Cmd is the binary's process, for signals (SIGKILL, SIGSTOP); nil in
+	// process.
+	Cmd *exec.Cmd
+	// Manager is the replica in process; nil for the binary.
+	Manager ctrl.Manager
+	// Started is when it was started.
+	Started time.Time
+
+	cancel context.CancelFunc
+	exited chan struct{}
+	err    error
+}
+
+// Start runs the replicas g asks for, as the ServiceAccount of g's overlay,
+// and unless g.NoWait waits until each answers /readyz. A replica in process
+// runs until ctx ends or it is stopped; on an error Start stops those it
+// started. It needs no *testing.T, for TestMain and the bench.
+func Start(ctx context.Context, env *devenv.Env, g Gatefold) ([]*Replica, error) {
+	if g.Overlay == "" {
+		g.Overlay = "default"
+	}
+	if g.Name == "" {
+		g.Name = "gatefold"
+	}
+	if (g.Binary != "" || g.Apply) && g.Dir == "" {
+		return nil, errors.New("starting gatefold: a binary, or an overlay applied, needs Dir")
+	}
+	if g.Binary == "" && len(g.Env) > 0 {
+		return nil, errors.New("starting gatefold: Env is for the binary; in process, set Options")
+	}
+	if g.Apply {
+		if err := apply(ctx, env, g.Overlay, g.Dir); err != nil {
+			return nil, err
+		}
+	}
+	installed := g.Installed
+	if installed == nil {
+		var err error
+		if installed, err = Install(ctx, env, g.Overlay); err != nil {
+			return nil, err
+		}
+	}
+	kubeconfig := filepath.Join(g.Dir, g.Name+".kubeconfig")
+	if g.Binary != "" {
+		if err := installed.WriteKubeconfig(kubeconfig); err != nil {
+			return nil, err
+		}
+	}
+	var replicas []*Replica
+	failed := func(err error) ([]*Replica, error) {
+		for _, r := range replicas {
+			_ = r.Stop()
+		}
+		return nil, err
+	}
+	for i := range max(g.Replicas, 1) {
+		r := &Replica{Name: g.Name, exited: make(chan struct{})}
+		if g.Replicas > 1 {
+			r.Name = fmt.Sprintf("%s-%d", g.Name, i)
+		}
+		args, err := r.addresses(g.Args)
+		if err != nil {
+			return failed(err)
+		}
+		if i == 0 && g.PointWebhooks {
+			if err := pointWebhooks(ctx, env.Client, "https://"+r.WebhookAddr); err != nil {
+				return failed(err)
+			}
+		}
+		if g.Binary != "" {
+			err = r.startBinary(g, kubeconfig, args)
+		} else {
+			err = r.startInProcess(ctx, installed.Config, g, args)
+		}
+		if err != nil {
+			return failed(fmt.Errorf("starting gatefold replica %s: %w", r.Name, err))
+		}
+		replicas = append(replicas, r)
+	}
+	if !g.NoWait {
+		for _, r := range replicas {
+			if err := r.WaitReady(ctx); err != nil {
+				return failed(err)
+			}
+		}
+	}
+	return replicas, nil
+}
+
+// MustStart is Start for one test: it fails t when a replica does not
+// start, and at the end of the test stops the replicas and fails t for every
+// request the API server refused a process (CheckLogFile). Dir defaults to
+// a temporary folder.
+func MustStart(t testing.TB, env *devenv.Env, g Gatefold) []*Replica {
+	t.Helper()
+	if g.Dir == "" {
+		g.Dir = t.TempDir()
+	}
+	replicas, err := Start(context.Background(), env, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, r := range replicas {
+			if err := r.Stop(); err != nil {
+				t.Error(err)
+			}
+			if r.Log != "" {
+				CheckLogFile(t, r.Log)
+			}
+		}
+	})
+	return replicas
+}
+
+// addresses returns args with the replica's own addresses added where args
+// lack them, and records them in r.
+func (r *Replica) addresses(args []string) ([]string, error) {
+	args = append([]string(nil), args...)
+	port, ok := flagValue(args, "webhook-port")
+	if !ok {
+		p, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		port = strconv.Itoa(p)
+		args = append(args, "--webhook-port="+port)
+	}
+	r.WebhookAddr = net.JoinHostPort("127.0.0.1", port)
+	probes, ok := flagValue(args, "health-probe-bind-address")
+	if !ok {
+		p, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		probes = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+		args = append(args, "--health-probe-bind-address="+probes)
+	}
+	if host, port, err := net.SplitHostPort(probes); err == nil && host == "" {
+		probes = net.JoinHostPort("127.0.0.1", port)
+	}
+	r.ProbeAddr = probes
+	if _, ok := flagValue(args, "metrics-bind-address"); !ok {
+		args = append(args, "--metrics-bind-address=0")
+	}
+	return args, nil
+}
+
+// flagValue returns the last value args give the flag name, which takes a
+// value: -name=v, --name=v, -name v or --name v.
+func flagValue(args []string, name string) (string, bool) {
+	var value string
+	found := false
+	for i := 0; i < len(args); i++ {
+		arg, ok := strings.CutPrefix(args[i], "-")
+		if !ok {
+			continue
+		}
+		arg = strings.TrimPrefix(arg, "-")
+		if k, v, ok := strings.Cut(arg, "="); ok && k == name {
+			value, found = v, true
+		} else if arg == name && i+1 < len(args) {
+			value, found = args[i+1], true
+			i++
+		}
+	}
+	return value, found
+}
+
+// startInProcess parses args as `gatefold manager` does and runs the
+// replica in this process, its webhook server on loopback.
+func (r *Replica) startInProcess(ctx context.Context, cfg *rest.Config, g Gatefold, args []string) error {
+	var o app.Options
+	fs := flag.NewFlagSet("gatefold manager", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("parsing %q: %w", args, err)
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	o.WebhookHost, o.Identity = "127.0.0.1", r.Name
+	if g.Options != nil {
+		g.Options(&o)
+	}
+	mgr, err := app.New(ctx, cfg, o)
+	if err != nil {
+		return err
+	}
+	r.Manager = mgr
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.Started = time.Now()
+	go func() { r.err = mgr.Start(ctx); close(r.exited) }()
+	return nil
+}
+
+// startBinary runs `gatefold manager` with args as the ServiceAccount of
+// kubeconfig, logging into Dir.
+func (r *Replica) startBinary(g Gatefold, kubeconfig string, args []string) error {
+	r.Log = filepath.Join(g.Dir, r.Name+".log")
+	log, err := os.Create(r.Log)
+	if err != nil {
+		return err
+	}
+	r.Cmd = exec.Command(g.Binary, append([]string{"manager", "--kubeconfig", kubeconfig}, args...)...)
+	r.Cmd.Env = append(append(os.Environ(), "POD_NAME="+r.Name), g.Env...)
+	r.Cmd.Stdout, r.Cmd.Stderr = log, log
+	r.Started = time.Now()
+	if err := r.Cmd.Start(); err != nil {
+		log.Close()
+		return err
+	}
+	go func() { r.err = r.Cmd.Wait(); log.Close(); close(r.exited) }()
+	return nil
+}
+
+// Exited is closed once the replica has ended.
+func (r *Replica) Exited() <-chan struct{} { return r.exited }
+
+// Err is how the replica ended, once Exited is closed: the process's exit
+// status, or the manager's error in process.
+func (r *Replica) Err() error {
+	<-r.exited
+	return r.err
+}
+
+// Stop ends the replica as a rolling update does, SIGTERM for a process
+// (killed if it is not gone within 10s), and waits until it has ended.
+func (r *Replica) Stop() error {
+	if r.Cmd != nil {
+		return process.Stop("gatefold replica "+r.Name, r.Cmd, r.exited)
+	}
+	r.cancel()
+	<-r.exited
+	return nil
+}
+
+// WaitReady waits until the replica's /readyz answers 200, and fails at once
+// when it ends first.
+func (r *Replica) WaitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyWithin)
+	defer cancel()
+	c := &http.Client{Timeout: 2 * time.Second}
+	for {
+		if resp, err := c.Get("http://" + r.ProbeAddr + "/readyz"); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-r.exited:
+			return fmt.Errorf("gatefold replica %s ended before it was ready (%v)%s", r.Name, r.err, r.logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("gatefold replica %s is not ready after %v%s", r.Name, readyWithin, r.logTail())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// logTail is the end of the binary's log, for an error.
+func (r *Replica) logTail() string {
+	if r.Log == "" {
+		return ""
+	}
+	b, _ := os.ReadFile(r.Log)
+	return fmt.Sprintf("; its log %s ends:\n%s", r.Log, b[max(0, len(b)-4000):])
+}
+
+// apply applies config/<overlay> with the control plane's kubectl, as the
+// administrator.
+func apply(ctx context.Context, env *devenv.Env, overlay, dir string) error {
+	root, err := devenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := env.WriteKubeconfig(filepath.Join(dir, "admin.kubeconfig"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(env.AssetsDir, "kubectl"), "--kubeconfig", kubeconfig, "apply", "--server-side", "-k", filepath.Join(root, "config", overlay))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("applying config/%s: %w\n%s", overlay, err, out)
+	}
+	return nil
+}
+
+// BuildGatefold returns $GATEFOLD_BINARY, or builds the working tree's
+// gatefold into dir.
+func BuildGatefold(dir string) (string, error) {
+	if bin := os.Getenv("GATEFOLD_BINARY"); bin != "" {
+		return bin, nil
+	}
+	root, err := devenv.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "gatefold")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gatefold")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building gatefold: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// MustBuildGatefold is BuildGatefold for a test, into a temporary folder.
+func MustBuildGatefold(t testing.TB) string {
+	t.Helper()
+	bin, err := BuildGatefold(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
