@@ -23,16 +23,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/gatefold/gatefold/internal/app"
 	"github.com/gatefold/gatefold/internal/devenv"
-	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/test/testenv"
-	"github.com/gatefold/gatefold/webhook"
 )
 
 const (
@@ -80,77 +75,39 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "Installing gatefold's RBAC: %v\n", err)
 		return 1
 	}
-	var ports [replicas]int
-	for i := range replicas {
-		if ports[i], err = startReplica(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "Starting webhook replica %d: %v\n", i, err)
+	webhooks, err := testenv.Start(ctx, env, webhookReplicas(replicas))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "Starting the webhook replicas: %v\n", err)
+		return 1
+	}
+	var addrs [replicas]string
+	for i, r := range webhooks {
+		if !r.Manager.GetCache().WaitForCacheSync(ctx) {
+			fmt.Fprintf(os.Stderr, "The cache of webhook replica %s did not sync\n", r.Name)
 			return 1
 		}
+		addrs[i] = r.WebhookAddr
+		caches = append(caches, r.Manager.GetCache())
 	}
-	if err := roundRobin(ctx, fmt.Sprintf("%s:%d", env.WebhookHost(), env.WebhookPort()), ports); err != nil {
+	if err := roundRobin(ctx, fmt.Sprintf("%s:%d", env.WebhookHost(), env.WebhookPort()), addrs); err != nil {
 		fmt.Fprintf(os.Stderr, "Starting the load balancer: %v\n", err)
 		return 1
 	}
 	return m.Run()
 }
 
-// startReplica runs one gatefold manager, as installed, with its webhook
-// server on a free port, and waits until it serves.
-func startReplica(ctx context.Context) (int, error) {
-	mgr, port, err := newReplica(ctx, nil)
-	if err != nil {
-		return 0, err
+// webhookReplicas are n replicas of gatefold's webhooks alone, in process
+// as installed, with args added to their flags.
+func webhookReplicas(n int, args ...string) testenv.Gatefold {
+	return testenv.Gatefold{
+		Installed: installed, Replicas: n, Name: "webhook",
+		Args: append([]string{"--leader-elect=false", "--webhook-cert-dir=" + env.WebhookCertDir(), "--claims-namespace=" + claimsNamespace,
+			"--claim-collect-period=1s", "--listenerset-controllers=" + foldedController + "," + nativeController}, args...),
+		Options: func(o *app.Options) {
+			o.SkipMerger = true
+			o.Webhook.ClaimGrace = claimGrace // under the 10s Validate asks of a cluster
+		},
 	}
-	caches = append(caches, mgr.GetCache())
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "Webhook replica on port %d stopped: %v\n", port, err)
-		}
-	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for mgr.GetWebhookServer().StartedChecker()(nil) != nil || !mgr.GetCache().WaitForCacheSync(ctx) {
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("webhook server on port %d did not start", port)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return port, nil
-}
-
-// newReplica builds, without starting it, one gatefold manager as
-// installed, its webhook server on a free port and its options changed by
-// tweak (when not nil).
-func newReplica(ctx context.Context, tweak func(*ctrl.Options)) (ctrl.Manager, int, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, 0, err
-	}
-	opts := manager.Options()
-	opts.Metrics = metricsserver.Options{BindAddress: "0"}
-	opts.LeaderElection = false
-	opts.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{
-		Host: env.WebhookHost(), Port: port, CertDir: env.WebhookCertDir(),
-	})
-	if tweak != nil {
-		tweak(&opts)
-	}
-	mgr, err := ctrl.NewManager(installed.Config, opts)
-	if err != nil {
-		return nil, 0, err
-	}
-	if err := manager.IndexFragmentParents(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, 0, err
-	}
-	if err := manager.IndexListenerSetParents(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, 0, err
-	}
-	if _, err := webhook.Setup(mgr, webhook.Options{
-		ClaimsNamespace: claimsNamespace, ClaimGrace: claimGrace, CollectPeriod: time.Second,
-		ListenerSetControllers: sets.New(foldedController, nativeController),
-	}); err != nil {
-		return nil, 0, err
-	}
-	return mgr, port, nil
 }
 
 // freePort returns a port on the webhook host that nothing listens on.
@@ -183,7 +140,7 @@ func (t *turns) take(path string) int {
 // and sends each admission request to the replica whose turn it is on that
 // webhook's path, so concurrent requests land on both even though the API
 // server reuses one connection, and sequential ones alternate.
-func roundRobin(ctx context.Context, addr string, ports [replicas]int) error {
+func roundRobin(ctx context.Context, addr string, replicaAddrs [replicas]string) error {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(env.Environment.WebhookInstallOptions.LocalServingCAData) {
 		return fmt.Errorf("no CA for the webhook certificate")
@@ -195,7 +152,7 @@ func roundRobin(ctx context.Context, addr string, ports [replicas]int) error {
 			if r.In.URL.Path == validatePath {
 				validated[i].Add(1)
 			}
-			r.SetURL(&url.URL{Scheme: "https", Host: net.JoinHostPort(env.WebhookHost(), fmt.Sprint(ports[i]))})
+			r.SetURL(&url.URL{Scheme: "https", Host: replicaAddrs[i]})
 		},
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
 	}

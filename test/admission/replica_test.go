@@ -19,12 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // TestFreshReplicaIsReadyOnlyOnceItsInformersSynced starts a third replica,
@@ -38,28 +38,31 @@ func TestFreshReplicaIsReadyOnlyOnceItsInformersSynced(t *testing.T) {
 	ns := newNamespace(t, nil)
 	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
 
-	ctx, cancel := context.WithCancel(context.Background())
 	probe, err := freePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	probeAddr := net.JoinHostPort(env.WebhookHost(), strconv.Itoa(probe))
-	mgr, port, err := newReplica(ctx, func(o *ctrl.Options) { o.HealthProbeBindAddress = probeAddr })
+	g := webhookReplicas(1, "--health-probe-bind-address="+probeAddr)
+	g.Name, g.NoWait = "fresh", true
+	ctx := context.Background()
+	started := time.Now()
+	replicas, err := testenv.Start(ctx, env, g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	started := time.Now()
-	go func() { done <- mgr.Start(ctx) }()
+	fresh, mgr := replicas[0], replicas[0].Manager
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		_ = fresh.Stop()
+		if err := fresh.Err(); err != nil {
 			t.Errorf("The fresh replica stopped: %v", err)
 		}
 	})
+	_, webhookPort, _ := net.SplitHostPort(fresh.WebhookAddr)
+	port, err := strconv.Atoi(webhookPort)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	var notReady string
 	for {
