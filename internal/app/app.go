@@ -78,10 +78,13 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding health check: %w", err)
 	}
-	if !o.SkipWebhooks {
-		if err := setupWebhooks(mgr, source, &o); err != nil {
-			return nil, err
+	if o.SkipWebhooks {
+		// Ready once serving, so that /readyz answers as in a cluster.
+		if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+			return nil, fmt.Errorf("adding readiness check: %w", err)
 		}
+	} else if err := setupWebhooks(mgr, source, &o); err != nil {
+		return nil, err
 	}
 	if !o.SkipMerger {
 		if err := merger.Setup(ctx, mgr, o.Merger); err != nil {

@@ -11,18 +11,12 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/gatefold/gatefold/internal/app"
 	"github.com/gatefold/gatefold/internal/devenv"
-	"github.com/gatefold/gatefold/internal/manager"
-	"github.com/gatefold/gatefold/merger"
 	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/testenv"
 )
@@ -38,8 +32,12 @@ var (
 	auditLog string
 )
 
-// mergerAgent is the user agent of the merger's requests.
-const mergerAgent = "gatefold-merger-test"
+const (
+	// mergerName names the merger's replica.
+	mergerName = "merger"
+	// mergerAgent is the user agent of its requests, as app sets it.
+	mergerAgent = "gatefold/dev (" + mergerName + ")"
+)
 
 func TestMain(m *testing.M) {
 	logs := testenv.CaptureLogs(os.Stderr)
@@ -67,44 +65,23 @@ func run(m *testing.M) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// The merger runs as the ServiceAccount and RBAC of config/default.
-	installed, err := testenv.Install(ctx, env, "default")
+	// The merger runs alone, as the ServiceAccount and RBAC of
+	// config/default, counting its folds.
+	replicas, err := testenv.Start(ctx, env, testenv.Gatefold{
+		Name: mergerName,
+		Args: []string{"--leader-elect=false", "--merger-status-workers=4", "--merger-debounce-max=5s", "--merger-resync-period=1m",
+			"--pool-sibling-grace=" + poolGrace.String(), "--listenerset-controllers=" + foldedController + "," + nativeController},
+		Options: func(o *app.Options) { o.SkipWebhooks, o.Merger.Claims = true, folds.claims },
+	})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "Installing gatefold's RBAC: %v\n", err)
+		fmt.Fprintf(os.Stderr, "Starting the merger: %v\n", err)
 		return 1
 	}
-	opts := manager.WithListenerSets(manager.Options())
-	opts.Metrics = metricsserver.Options{BindAddress: "0"}
-	cfg := rest.CopyConfig(installed.Config)
-	cfg.UserAgent = mergerAgent
-	mgr, err := ctrl.NewManager(cfg, opts)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "Creating the manager: %v\n", err)
-		return 1
-	}
-	if err := manager.IndexFragmentParents(ctx, mgr.GetFieldIndexer()); err != nil {
-		fmt.Fprintf(os.Stderr, "Indexing: %v\n", err)
-		return 1
-	}
-	if err := manager.IndexListenerSetParents(ctx, mgr.GetFieldIndexer()); err != nil {
-		fmt.Fprintf(os.Stderr, "Indexing: %v\n", err)
-		return 1
-	}
-	if err := merger.Setup(ctx, mgr, merger.Options{ManageReferenceGrants: true, Workers: 4, StatusWorkers: 4, Debounce: 200 * time.Millisecond, DebounceMax: 5 * time.Second, Resync: time.Minute, PoolGrace: poolGrace,
-		ListenerSetControllers: sets.New(foldedController, nativeController), Claims: folds.claims}); err != nil {
-		fmt.Fprintf(os.Stderr, "Setting up the merger: %v\n", err)
-		return 1
-	}
-	cache = mgr.GetCache()
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "Manager stopped: %v\n", err)
-		}
-	}()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
+	if !replicas[0].Manager.GetCache().WaitForCacheSync(ctx) {
 		fmt.Fprintln(os.Stderr, "The cache did not sync")
 		return 1
 	}
+	cache = replicas[0].Manager.GetCache()
 	return m.Run()
 }
 
