@@ -339,7 +339,7 @@ func (p pool) folded(head *gwv1.Gateway) []string {
 	var out []string
 	for _, g := range p {
 		for _, l := range g.Spec.Listeners {
-			if !ownListener(head, l) {
+			if !testenv.OwnListener(head, l) {
 				out = append(out, fixture.Summary(l))
 			}
 		}
@@ -352,7 +352,7 @@ func (p pool) placement(head *gwv1.Gateway) map[gwv1.SectionName]string {
 	out := map[gwv1.SectionName]string{}
 	for _, g := range p {
 		for _, l := range g.Spec.Listeners {
-			if !ownListener(head, l) {
+			if !testenv.OwnListener(head, l) {
 				out[l.Name] = g.Name
 			}
 		}
@@ -373,10 +373,6 @@ func (p pool) carriesOwn(head *gwv1.Gateway) bool {
 	return true
 }
 
-func ownListener(head *gwv1.Gateway, l gwv1.Listener) bool {
-	return slices.ContainsFunc(head.Spec.Listeners, func(own gwv1.Listener) bool { return own.Name == l.Name })
-}
-
 // poolSize is how many Gateways the pool of head needs for n one-listener
 // fragments: each holds the head's own listeners and MaxListeners in all.
 func poolSize(head *gwv1.Gateway, n int) int {
@@ -393,23 +389,10 @@ func poolSize(head *gwv1.Gateway, n int) int {
 // fragment was deleted since.
 func checkPool(t *testing.T, p pool, head *gwv1.Gateway, n, peak int, before map[gwv1.SectionName]string) {
 	t.Helper()
+	testenv.CheckPool(t, head, p)
 	names := make([]string, len(p))
-	tuples := map[string]string{}
 	for i, g := range p {
 		names[i] = g.Name
-		if len(g.Spec.Listeners) > rules.MaxListeners {
-			t.Errorf("Gateway %s holds %d listeners, more than %d", g.Name, len(g.Spec.Listeners), rules.MaxListeners)
-		}
-		for _, l := range g.Spec.Listeners {
-			if ownListener(head, l) {
-				continue
-			}
-			tuple := strings.TrimPrefix(fixture.Summary(l), string(l.Name)+" ")
-			if other, ok := tuples[tuple]; ok {
-				t.Errorf("%s is on Gateway %s and on Gateway %s", tuple, other, g.Name)
-			}
-			tuples[tuple] = g.Name
-		}
 	}
 	if least, most := poolSize(head, n), poolSize(head, peak); len(p) < least || len(p) > most {
 		t.Errorf("The pool has %d Gateways %v for %d fragments (at most %d alive at once), want %d to %d", len(p), names, n, peak, least, most)

@@ -78,7 +78,7 @@ func waitProgrammed(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment
 		var problems, lines []string
 		gen := current.Generation
 		if cond := meta.FindStatusCondition(current.Status.Conditions, string(v1alpha1.FragmentConditionProgrammed)); cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != gen {
-			problems = append(problems, fmt.Sprintf("fragment Programmed %s", conditionString(cond)))
+			problems = append(problems, fmt.Sprintf("fragment Programmed %s", testenv.ConditionString(cond)))
 		}
 		if len(current.Status.Listeners) != len(attached) {
 			problems = append(problems, fmt.Sprintf("%d listeners in the status, want %d", len(current.Status.Listeners), len(attached)))
@@ -126,7 +126,7 @@ func waitProgrammed(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment
 			for _, typ := range []gwv1.ListenerConditionType{gwv1.ListenerConditionAccepted, gwv1.ListenerConditionProgrammed} {
 				cond := meta.FindStatusCondition(theirs.Conditions, string(typ))
 				if cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration < minGen {
-					problems = append(problems, fmt.Sprintf("Gateway %s's status of %s: %s %s, want True at generation %d or later", gwKey, gwName, typ, conditionString(cond), minGen))
+					problems = append(problems, fmt.Sprintf("Gateway %s's status of %s: %s %s, want True at generation %d or later", gwKey, gwName, typ, testenv.ConditionString(cond), minGen))
 					reported = false
 				}
 			}
@@ -142,7 +142,7 @@ func waitProgrammed(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment
 			} {
 				cond := meta.FindStatusCondition(l.Conditions, string(typ))
 				if cond == nil || cond.Status != status || cond.ObservedGeneration != gen {
-					problems = append(problems, fmt.Sprintf("listener %s %s %s, want %s at generation %d", l.Name, typ, conditionString(cond), status, gen))
+					problems = append(problems, fmt.Sprintf("listener %s %s %s, want %s at generation %d", l.Name, typ, testenv.ConditionString(cond), status, gen))
 					continue
 				}
 				gc := meta.FindStatusCondition(theirs.Conditions, string(typ))
@@ -150,14 +150,14 @@ func waitProgrammed(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment
 					continue // Traefik does not report it on this listener: gatefold's own.
 				}
 				if gc.Status != cond.Status || gc.Reason != cond.Reason || gc.Message != cond.Message {
-					problems = append(problems, fmt.Sprintf("listener %s %s %s differs from Gateway %s's status of %s: %s", l.Name, typ, conditionString(cond), gwKey, gwName, conditionString(gc)))
+					problems = append(problems, fmt.Sprintf("listener %s %s %s differs from Gateway %s's status of %s: %s", l.Name, typ, testenv.ConditionString(cond), gwKey, gwName, testenv.ConditionString(gc)))
 				}
 			}
 			if l.AttachedRoutes != want || theirs.AttachedRoutes != want {
 				problems = append(problems, fmt.Sprintf("listener %s attachedRoutes %d, Gateway %s's status of %s %d, want %d", l.Name, l.AttachedRoutes, gwKey, gwName, theirs.AttachedRoutes, want))
 			}
 			programmed := meta.FindStatusCondition(theirs.Conditions, string(gwv1.ListenerConditionProgrammed))
-			lines = append(lines, fmt.Sprintf("%s as %s of Gateway %s (in its spec at generation %d): Programmed %s, attachedRoutes %d", l.Name, gwName, gwKey, minGen, conditionString(programmed), l.AttachedRoutes))
+			lines = append(lines, fmt.Sprintf("%s as %s of Gateway %s (in its spec at generation %d): Programmed %s, attachedRoutes %d", l.Name, gwName, gwKey, minGen, testenv.ConditionString(programmed), l.AttachedRoutes))
 		}
 		summary = fmt.Sprintf("generation %d; %s", gen, strings.Join(lines, "; "))
 		if len(problems) > 0 {

@@ -58,7 +58,7 @@ func TestTenantsCannotTakeOrBreakOthersListeners(t *testing.T) {
 	gw.Spec.GatewayClassName = gwv1.ObjectName(dp.GatewayClass)
 	gw.Spec.AllowedListeners.Namespaces.Selector = &metav1.LabelSelector{MatchLabels: accessLabel}
 	create(t, c, gw)
-	waitFragmentAccepted(t, c, squat, metav1.ConditionFalse, string(v1alpha1.FragmentReasonNotAllowed))
+	testenv.WaitAccepted(t, c, servedWithin, squat, metav1.ConditionFalse, string(v1alpha1.FragmentReasonNotAllowed))
 	// 3. Tenant A takes it and serves it.
 	time.Sleep(time.Until(squat.CreationTimestamp.Add(1100 * time.Millisecond))) // the squatter is the older
 	victim := fixture.Fragment("tenant-a", "victim", gw, fixture.Entry("http", httpPort, gwv1.HTTPProtocolType, victimHost))
@@ -92,7 +92,7 @@ func TestTenantsCannotTakeOrBreakOthersListeners(t *testing.T) {
 		l := current.Status.Listeners[0]
 		a := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerConditionAccepted))
 		if a == nil || a.Reason != string(gwv1.ListenerReasonUnsupportedProtocol) || !strings.Contains(a.Message, "did you mean HTTP?") || l.Gateway != nil {
-			return fmt.Errorf("waiting for fragment optout/typo to report its protocol typo; last: %s", conditionString(a))
+			return fmt.Errorf("waiting for fragment optout/typo to report its protocol typo; last: %s", testenv.ConditionString(a))
 		}
 		return nil
 	})
@@ -170,7 +170,7 @@ func TestTenantsCannotTakeOrBreakOthersListeners(t *testing.T) {
 	if err := c.Delete(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
-	waitFragmentAccepted(t, c, squat, metav1.ConditionTrue, string(v1alpha1.FragmentReasonAccepted))
+	testenv.WaitAccepted(t, c, servedWithin, squat, metav1.ConditionTrue, string(v1alpha1.FragmentReasonAccepted))
 	p.waitServed("HTTP", victimHost, "/", "squatter", nil)
 }
 
@@ -192,24 +192,11 @@ func fragmentAccepted(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragme
 	return meta.FindStatusCondition(current.Status.Conditions, string(v1alpha1.FragmentConditionAccepted)), current.Generation
 }
 
-// waitFragmentAccepted waits until the fragment's Accepted condition has the
-// status and reason at its generation.
-func waitFragmentAccepted(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment, status metav1.ConditionStatus, reason string) {
-	t.Helper()
-	testenv.Eventually(t, servedWithin, func() error {
-		cond, gen := fragmentAccepted(t, c, lf)
-		if cond != nil && cond.Status == status && cond.Reason == reason && cond.ObservedGeneration == gen {
-			return nil
-		}
-		return fmt.Errorf("waiting for fragment %s/%s Accepted=%s/%s; last: %s", lf.Namespace, lf.Name, status, reason, conditionString(cond))
-	})
-}
-
 // wantFragmentAccepted checks the fragment's Accepted condition now.
 func wantFragmentAccepted(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment, status metav1.ConditionStatus, reason string) {
 	t.Helper()
 	if cond, _ := fragmentAccepted(t, c, lf); cond == nil || cond.Status != status || cond.Reason != reason {
-		t.Fatalf("Fragment %s/%s Accepted = %s, want %s/%s", lf.Namespace, lf.Name, conditionString(cond), status, reason)
+		t.Fatalf("Fragment %s/%s Accepted = %s, want %s/%s", lf.Namespace, lf.Name, testenv.ConditionString(cond), status, reason)
 	}
 }
 
@@ -241,7 +228,7 @@ func waitWithdrawn(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment,
 				ok = ok && cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == reason
 			}
 			if !ok {
-				return fmt.Errorf("Accepted %s, Programmed %s", conditionString(a), conditionString(p))
+				return fmt.Errorf("Accepted %s, Programmed %s", testenv.ConditionString(a), testenv.ConditionString(p))
 			}
 			return nil
 		}
@@ -270,7 +257,7 @@ func waitGatewayAccepted(t *testing.T, c client.Client, gw *gwv1.Gateway) {
 		get(t, c, client.ObjectKeyFromObject(gw), current)
 		cond := meta.FindStatusCondition(current.Status.Conditions, string(gwv1.GatewayConditionAccepted))
 		if cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != current.Generation {
-			return fmt.Errorf("Gateway %s/%s Accepted %s", gw.Namespace, gw.Name, conditionString(cond))
+			return fmt.Errorf("Gateway %s/%s Accepted %s", gw.Namespace, gw.Name, testenv.ConditionString(cond))
 		}
 		return nil
 	}

@@ -131,7 +131,7 @@ func waitPoolLanded(t *testing.T, c client.Client, ns string, want int) map[stri
 			cond := meta.FindStatusCondition(lf.Status.Conditions, string(v1alpha1.FragmentConditionAccepted))
 			if cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != lf.Generation ||
 				len(lf.Status.Listeners) != 1 || lf.Status.Listeners[0].Gateway == nil {
-				waiting = append(waiting, fmt.Sprintf("%s (Accepted %s)", lf.Name, conditionString(cond)))
+				waiting = append(waiting, fmt.Sprintf("%s (Accepted %s)", lf.Name, testenv.ConditionString(cond)))
 				continue
 			}
 			gw := string(lf.Status.Listeners[0].Gateway.Name)
@@ -196,7 +196,7 @@ func waitOwnListenerProgrammed(t *testing.T, c client.Client, key client.ObjectK
 		for _, typ := range []gwv1.ListenerConditionType{gwv1.ListenerConditionAccepted, gwv1.ListenerConditionProgrammed} {
 			cond := meta.FindStatusCondition(l.Conditions, string(typ))
 			if cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != gw.Generation {
-				return fmt.Errorf("waiting for Traefik to report listener %s of Gateway %s programmed with %d routes; last: %s %s at generation %d", listener, key, attached, typ, conditionString(cond), gw.Generation)
+				return fmt.Errorf("waiting for Traefik to report listener %s of Gateway %s programmed with %d routes; last: %s %s at generation %d", listener, key, attached, typ, testenv.ConditionString(cond), gw.Generation)
 			}
 		}
 		if l.AttachedRoutes == attached {

@@ -291,7 +291,7 @@ func waitListenerSetProgrammed(t *testing.T, c client.Client, ls *gwv1.ListenerS
 		if ok {
 			return nil
 		}
-		return fmt.Errorf("waiting for Traefik's report on ListenerSet %s to reach its status; last: Programmed %s, listeners %+v", key, conditionString(cond), current.Status.Listeners)
+		return fmt.Errorf("waiting for Traefik's report on ListenerSet %s to reach its status; last: Programmed %s, listeners %+v", key, testenv.ConditionString(cond), current.Status.Listeners)
 	})
 	t.Logf("ListenerSet %s: Programmed, its listener with 1 attached route", key)
 }

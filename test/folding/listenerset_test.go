@@ -102,7 +102,7 @@ func TestListenerSetsFoldBesideFragments(t *testing.T) {
 	}
 	// No implementation runs here: the folded listener waits for one.
 	wantListenerSet(t, first, "Programmed", metav1.ConditionUnknown, "Pending")
-	wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+	testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionTrue, "Accepted")
 
 	st = wantListenerSet(t, later, "Accepted", metav1.ConditionFalse, "ListenersNotValid")
 	wantListenerSet(t, later, "Programmed", metav1.ConditionFalse, "ListenersNotValid")
@@ -288,7 +288,7 @@ func TestListenerSetsOfANativeClassAreLeftAlone(t *testing.T) {
 	lf := fixture.Fragment(shop, "app", gw, fixture.HTTPS("web", "fragment.example.com"))
 	create(t, lf)
 	wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS fragment.example.com")
-	wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+	testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionTrue, "Accepted")
 
 	testenv.Eventually(t, settle, func() error {
 		list := &eventsv1.EventList{}

@@ -85,24 +85,6 @@ func wantListeners(t *testing.T, gw *gwv1.Gateway, want ...string) *gwv1.Gateway
 	return got
 }
 
-// wantAccepted waits until the fragment's Accepted condition has the status
-// and reason, for its current generation, and returns the fragment.
-func wantAccepted(t *testing.T, lf *v1alpha1.ListenerFragment, status metav1.ConditionStatus, reason string) *v1alpha1.ListenerFragment {
-	t.Helper()
-	got := &v1alpha1.ListenerFragment{}
-	testenv.Eventually(t, settle, func() error {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(lf), got); err != nil {
-			return err
-		}
-		c := meta.FindStatusCondition(got.Status.Conditions, string(v1alpha1.FragmentConditionAccepted))
-		if c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != got.Generation {
-			return fmt.Errorf("fragment %s Accepted = %+v, want %s/%s at generation %d", lf.Name, c, status, reason, got.Generation)
-		}
-		return nil
-	})
-	return got
-}
-
 // updateSpec changes the fragment's spec as its route controller would,
 // retrying when the merger's status write came first.
 func updateSpec(t *testing.T, lf *v1alpha1.ListenerFragment, change func(*v1alpha1.ListenerFragmentSpec)) {
@@ -158,7 +140,7 @@ func TestFoldCreateUpdateDelete(t *testing.T) {
 	if rn := l.AllowedRoutes.Namespaces; *rn.From != gwv1.NamespacesFromSelector || rn.Selector.MatchLabels["kubernetes.io/metadata.name"] != shop {
 		t.Errorf("Folded allowedRoutes.namespaces = %+v, want a selector of namespace %s", rn, shop)
 	}
-	st := wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+	st := testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionTrue, "Accepted")
 	want := &v1alpha1.GatewayListenerReference{Namespace: gwv1.Namespace(infra), Name: "shared", ListenerName: gwv1.SectionName(folded(lf, "web"))}
 	if diff := cmp.Diff(want, st.Status.Listeners[0].Gateway); diff != "" {
 		t.Errorf("Status listener gateway (-want +got):\n%s", diff)
@@ -168,7 +150,7 @@ func TestFoldCreateUpdateDelete(t *testing.T) {
 		spec.Listeners[0].Hostname = ptr.To(gwv1.Hostname("pay.example.com"))
 	})
 	wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS pay.example.com")
-	wantAccepted(t, lf, metav1.ConditionTrue, "Accepted") // at the new generation
+	testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionTrue, "Accepted") // at the new generation
 
 	if err := env.Client.Delete(ctx, lf); err != nil {
 		t.Fatal(err)
@@ -182,7 +164,7 @@ func TestConflictsAreReportedAndResolvedInPrecedence(t *testing.T) {
 	create(t, gw)
 	first := fixture.Fragment(a, "first", gw, fixture.HTTPS("web", "app.example.com"))
 	create(t, first)
-	first = wantAccepted(t, first, metav1.ConditionTrue, "Accepted")
+	first = testenv.WaitAccepted(t, env.Client, settle, first, metav1.ConditionTrue, "Accepted")
 	// creationTimestamp has whole seconds; within one, namespace/name decides.
 	time.Sleep(time.Until(first.CreationTimestamp.Add(time.Second)))
 	second := fixture.Fragment(b, "second", gw, fixture.HTTPS("web", "app.example.com"), fixture.HTTPS("other", "other.example.com"))
@@ -191,7 +173,7 @@ func TestConflictsAreReportedAndResolvedInPrecedence(t *testing.T) {
 	create(t, proto)
 
 	wantListeners(t, gw, "db 5432/TCP", folded(first, "web")+" 443/HTTPS app.example.com", folded(second, "other")+" 443/HTTPS other.example.com")
-	st := wantAccepted(t, second, metav1.ConditionTrue, "Accepted")
+	st := testenv.WaitAccepted(t, env.Client, settle, second, metav1.ConditionTrue, "Accepted")
 	c := listenerCondition(st, "web", "Conflicted")
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "HostnameConflict" {
 		t.Errorf("Listener web Conflicted = %+v, want True/HostnameConflict", c)
@@ -200,7 +182,7 @@ func TestConflictsAreReportedAndResolvedInPrecedence(t *testing.T) {
 	if want := "by a listener (HTTPS) of a ListenerFragment in another namespace"; c != nil && !strings.Contains(c.Message, want) {
 		t.Errorf("Conflict message %q does not contain %q", c.Message, want)
 	}
-	st = wantAccepted(t, proto, metav1.ConditionFalse, "ListenersNotValid")
+	st = testenv.WaitAccepted(t, env.Client, settle, proto, metav1.ConditionFalse, "ListenersNotValid")
 	if c := listenerCondition(st, "web", "Conflicted"); c == nil || c.Reason != "ProtocolConflict" || !strings.Contains(c.Message, `a listener of the Gateway itself (TCP)`) {
 		t.Errorf("Listener web Conflicted = %+v, want ProtocolConflict with a listener of the Gateway itself", c)
 	}
@@ -259,11 +241,11 @@ func TestAllowedListeners(t *testing.T) {
 			lf := fixture.Fragment(ns, "f", gw, fixture.HTTPS("web", "app.example.com"))
 			create(t, lf)
 			if tc.want == "Accepted" {
-				wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+				testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionTrue, "Accepted")
 				wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
 				return
 			}
-			st := wantAccepted(t, lf, metav1.ConditionFalse, "NotAllowed")
+			st := testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionFalse, "NotAllowed")
 			c := meta.FindStatusCondition(st.Status.Conditions, "Accepted")
 			if !strings.Contains(c.Message, "does not allow listeners from namespace "+ns) {
 				t.Errorf("NotAllowed message %q does not say which namespace", c.Message)
@@ -280,7 +262,7 @@ func TestRelabelledNamespaceIsAdmitted(t *testing.T) {
 	create(t, gw)
 	lf := fixture.Fragment(shop, "f", gw, fixture.HTTPS("web", "app.example.com"))
 	create(t, lf)
-	wantAccepted(t, lf, metav1.ConditionFalse, "NotAllowed")
+	testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionFalse, "NotAllowed")
 
 	ns := &corev1.Namespace{}
 	get(t, client.ObjectKey{Name: shop}, ns)
@@ -288,7 +270,7 @@ func TestRelabelledNamespaceIsAdmitted(t *testing.T) {
 	if err := env.Client.Update(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+	testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionTrue, "Accepted")
 	wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
 }
 
@@ -333,10 +315,10 @@ func TestTooManyListeners(t *testing.T) {
 	create(t, gw)
 	fits := fixture.Fragment(shop, "fits", gw, tcp("a", 20000), tcp("b", 20001))
 	create(t, fits)
-	wantAccepted(t, fits, metav1.ConditionTrue, "Accepted")
+	testenv.WaitAccepted(t, env.Client, settle, fits, metav1.ConditionTrue, "Accepted")
 	overflow := fixture.Fragment(shop, "overflow", gw, tcp("a", 20002), tcp("b", 20003))
 	create(t, overflow)
-	st := wantAccepted(t, overflow, metav1.ConditionFalse, "TooManyListeners")
+	st := testenv.WaitAccepted(t, env.Client, settle, overflow, metav1.ConditionFalse, "TooManyListeners")
 	if c := listenerCondition(st, "b", "Accepted"); c == nil || c.Reason != "TooManyListeners" || !strings.Contains(c.Message, "63 of its 64 listeners taken") {
 		t.Errorf("Listener b Accepted = %+v, want TooManyListeners saying 63 of 64 are taken", c)
 	}
@@ -360,7 +342,7 @@ func acceptedFragment(t *testing.T) (*gwv1.Gateway, *v1alpha1.ListenerFragment) 
 	create(t, gw)
 	lf := fixture.Fragment(infra, "f", gw, fixture.HTTPS("web", "app.example.com"))
 	create(t, lf)
-	wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+	testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionTrue, "Accepted")
 	return gw, lf
 }
 
@@ -370,7 +352,7 @@ func TestGatewayDeletionMarksFragmentsNotAccepted(t *testing.T) {
 	if err := env.Client.Delete(ctx, gw); err != nil {
 		t.Fatal(err)
 	}
-	st := wantAccepted(t, lf, metav1.ConditionFalse, "ParentNotAccepted")
+	st := testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionFalse, "ParentNotAccepted")
 	if len(st.Status.Listeners) != 0 {
 		t.Errorf("A fragment of a deleted Gateway still reports %d listeners", len(st.Status.Listeners))
 	}
@@ -433,7 +415,7 @@ func TestReferenceGrantLifecycle(t *testing.T) {
 	e.TLS.CertificateRefs = []gwv1.SecretObjectReference{{Name: "app-cert"}, {Name: "app-cert-ecdsa"}}
 	lf := fixture.Fragment(shop, "app", gw, e, fixture.HTTPS("api", "api.example.com"))
 	create(t, lf)
-	lf = wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+	lf = testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionTrue, "Accepted")
 
 	key := client.ObjectKey{Namespace: shop, Name: merger.GrantName(lf)}
 	wantGrant := func(secrets ...string) {
@@ -521,7 +503,7 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 	for i := range 3 {
 		lf := fixture.Fragment(shop, fmt.Sprintf("f%d", i), gw, fixture.HTTPS("web", fmt.Sprintf("f%d.example.com", i)))
 		create(t, lf)
-		wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+		testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionTrue, "Accepted")
 	}
 	time.Sleep(time.Second) // let the last events settle
 	fragments := unwritten(t, &v1alpha1.ListenerFragmentList{}, shop)

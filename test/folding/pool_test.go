@@ -224,37 +224,22 @@ func (m *moves) went(t *testing.T, name string) (emptied, deleted time.Time) {
 	return emptied, deleted
 }
 
-// checkPool checks every Gateway of the pool: at most 64 listeners, the
-// head's own listener on each, no hostname twice in the pool, and each
-// fragment's listener exactly where its status says.
+// checkPool checks the pool's invariants (testenv.CheckPool) and that each
+// fragment's listener is exactly where its status says.
 func checkPool(t *testing.T, head *gwv1.Gateway, landed map[string]string) map[string]*gwv1.Gateway {
 	t.Helper()
 	gws := pool(t, head)
+	var read []gwv1.Gateway
 	where := map[gwv1.SectionName]string{}
-	hosts := map[gwv1.Hostname]string{}
 	for name, gw := range gws {
-		if n := len(gw.Spec.Listeners); n > rules.MaxListeners {
-			t.Errorf("Gateway %s holds %d listeners", name, n)
-		}
-		if name != head.Name && (gw.Spec.GatewayClassName != head.Spec.GatewayClassName || !metav1.IsControlledBy(gw, head)) {
-			t.Errorf("Sibling %s is not a controlled clone of the head: class %q, owners %+v", name, gw.Spec.GatewayClassName, gw.OwnerReferences)
-		}
-		hasOwn := false
+		read = append(read, *gw)
 		for _, l := range gw.Spec.Listeners {
-			if l.Name == "http" {
-				hasOwn = true
-				continue
+			if !testenv.OwnListener(head, l) {
+				where[l.Name] = name
 			}
-			if other, dup := hosts[*l.Hostname]; dup {
-				t.Errorf("Hostname %s is on both %s and %s", *l.Hostname, other, name)
-			}
-			hosts[*l.Hostname] = name
-			where[l.Name] = name
-		}
-		if !hasOwn {
-			t.Errorf("Gateway %s lacks the head's own listener", name)
 		}
 	}
+	testenv.CheckPool(t, head, read)
 	for f, gw := range landed {
 		name := v1alpha1.ListenerName(head.Namespace, f, "web")
 		if where[name] != gw {
@@ -365,7 +350,7 @@ func TestPoolShrinksAfterGrace(t *testing.T) {
 
 	named := fixture.Fragment(ns, "names-sibling", &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sibling}}, fixture.HTTPS("web", "sibling.example.com"))
 	create(t, named)
-	st := wantAccepted(t, named, metav1.ConditionFalse, string(v1alpha1.FragmentReasonNotAllowed))
+	st := testenv.WaitAccepted(t, env.Client, settle, named, metav1.ConditionFalse, string(v1alpha1.FragmentReasonNotAllowed))
 	if c := meta.FindStatusCondition(st.Status.Conditions, "Accepted"); !strings.Contains(c.Message, "set spec.parentRef.name to shared") {
 		t.Errorf("Accepted message = %q, want it to say to name the head", c.Message)
 	}
@@ -416,7 +401,7 @@ func TestUnmarkedHeadDrainsItsSiblings(t *testing.T) {
 	// The sibling has room, but nothing new lands there any more.
 	overflow := route(ns, head, 64)
 	create(t, overflow)
-	st := wantAccepted(t, overflow, metav1.ConditionFalse, string(v1alpha1.FragmentReasonTooManyListeners))
+	st := testenv.WaitAccepted(t, env.Client, settle, overflow, metav1.ConditionFalse, string(v1alpha1.FragmentReasonTooManyListeners))
 	if c := listenerCondition(st, "web", "Accepted"); c == nil || !strings.Contains(c.Message, "Gateway "+ns+"/shared has 64 of its 64 listeners taken") {
 		t.Errorf("Listener Accepted = %+v, want the head's TooManyListeners", c)
 	}
@@ -484,11 +469,11 @@ func TestRefusedFragmentDoesNotStopAPoolGrowing(t *testing.T) {
 	good := route(ns, head, 100)
 	create(t, good)
 
-	st := wantAccepted(t, good, metav1.ConditionTrue, "Accepted")
+	st := testenv.WaitAccepted(t, env.Client, settle, good, metav1.ConditionTrue, "Accepted")
 	if gw := st.Status.Listeners[0].Gateway; gw == nil || string(gw.Name) != rules.SiblingName(head.Name, 2) {
 		t.Errorf("good landed on %+v, want %s", gw, rules.SiblingName(head.Name, 2))
 	}
-	st = wantAccepted(t, bad, metav1.ConditionFalse, string(v1alpha1.FragmentReasonListenersNotValid))
+	st = testenv.WaitAccepted(t, env.Client, settle, bad, metav1.ConditionFalse, string(v1alpha1.FragmentReasonListenersNotValid))
 	if c := meta.FindStatusCondition(st.Status.Conditions, "Accepted"); !strings.Contains(c.Message, "listeners for forbidden.example.com are not allowed here") {
 		t.Errorf("bad's Accepted message = %q, want the API server's", c.Message)
 	}
@@ -522,7 +507,7 @@ func TestEmptiedSiblingOfAHeadWithoutOwnListenersGoes(t *testing.T) {
 	if _, deleted := m.went(t, sibling); deleted.Sub(emptied) >= poolGrace {
 		t.Errorf("The sibling went %s after its last fragment was deleted, want at once, not after the grace of %s", deleted.Sub(emptied).Round(time.Millisecond), poolGrace)
 	}
-	st := wantAccepted(t, dup, metav1.ConditionTrue, "Accepted")
+	st := testenv.WaitAccepted(t, env.Client, settle, dup, metav1.ConditionTrue, "Accepted")
 	if gw := st.Status.Listeners[0].Gateway; gw == nil || gw.Name != "shared" {
 		t.Errorf("dup landed on %+v, want the head", gw)
 	}
@@ -542,7 +527,7 @@ func TestDeletingTheHeadDeletesThePool(t *testing.T) {
 		t.Errorf("The pool of a deleted head still has Gateways %v", slices.Collect(maps.Keys(gws)))
 	}
 	for _, i := range []int{0, 63} {
-		st := wantAccepted(t, route(ns, head, i), metav1.ConditionFalse, string(v1alpha1.FragmentReasonParentNotAccepted))
+		st := testenv.WaitAccepted(t, env.Client, settle, route(ns, head, i), metav1.ConditionFalse, string(v1alpha1.FragmentReasonParentNotAccepted))
 		if len(st.Status.Listeners) != 0 {
 			t.Errorf("%s of a deleted pool still reports listeners %+v", st.Name, st.Status.Listeners)
 		}

@@ -142,8 +142,8 @@ func TestRefusedFragmentDoesNotFreezeTheOthers(t *testing.T) {
 	create(t, good)
 
 	wantListeners(t, gw, "default 8080/HTTP", folded(good, "web")+" 443/HTTPS good.example.com")
-	wantAccepted(t, good, metav1.ConditionTrue, "Accepted")
-	st := wantAccepted(t, bad, metav1.ConditionFalse, "ListenersNotValid")
+	testenv.WaitAccepted(t, env.Client, settle, good, metav1.ConditionTrue, "Accepted")
+	st := testenv.WaitAccepted(t, env.Client, settle, bad, metav1.ConditionFalse, "ListenersNotValid")
 	c := meta.FindStatusCondition(st.Status.Conditions, "Accepted")
 	if !strings.Contains(c.Message, "listeners for forbidden.example.com are not allowed here") {
 		t.Errorf("Accepted message = %q, want the API server's", c.Message)
@@ -170,7 +170,7 @@ func TestForeignReferenceGrantIsNeverOverwritten(t *testing.T) {
 	}
 	create(t, theirs)
 	create(t, lf)
-	wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+	testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionTrue, "Accepted")
 	testenv.Eventually(t, settle, func() error {
 		list := &eventsv1.EventList{}
 		if err := env.Client.List(ctx, list, client.InNamespace(shop)); err != nil {
@@ -207,9 +207,9 @@ func TestRefusedFragmentsSharingATupleDoNotFreezeTheOthers(t *testing.T) {
 	z := fixture.Fragment(shop, "z", gw, fixture.HTTPS("web", "good.example.com"))
 	create(t, z)
 	wantListeners(t, gw, "default 8080/HTTP", folded(z, "web")+" 443/HTTPS good.example.com")
-	wantAccepted(t, x, metav1.ConditionFalse, "ListenersNotValid")
-	wantAccepted(t, y, metav1.ConditionFalse, "ListenersNotValid")
-	wantAccepted(t, z, metav1.ConditionTrue, "Accepted")
+	testenv.WaitAccepted(t, env.Client, settle, x, metav1.ConditionFalse, "ListenersNotValid")
+	testenv.WaitAccepted(t, env.Client, settle, y, metav1.ConditionFalse, "ListenersNotValid")
+	testenv.WaitAccepted(t, env.Client, settle, z, metav1.ConditionTrue, "Accepted")
 }
 
 // Refused fragments never keep a revoked grant's listener on the Gateway.
@@ -223,7 +223,7 @@ func TestRevokedGrantWithdrawsTheListenerBesideRefusedFragments(t *testing.T) {
 	for _, name := range []string{"bad-1", "bad-2"} {
 		create(t, fixture.Fragment(shop, name, gw, fixture.HTTPS("web", name+".forbidden.example.com")))
 	}
-	wantAccepted(t, &v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "bad-2"}}, metav1.ConditionFalse, "ListenersNotValid")
+	testenv.WaitAccepted(t, env.Client, settle, &v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "bad-2"}}, metav1.ConditionFalse, "ListenersNotValid")
 	if err := env.Client.Delete(ctx, grant); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestRefusalOfTheGatewaysOwnListenerBlamesNoFragment(t *testing.T) {
 		gwv1.Listener{Name: "legacy", Port: 80, Protocol: gwv1.HTTPProtocolType})
 	lf := fixture.Fragment(shop, "app", gw, fixture.HTTPS("web", "app.example.com"))
 	create(t, lf)
-	st := wantAccepted(t, lf, metav1.ConditionFalse, "ListenersNotValid")
+	st := testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionFalse, "ListenersNotValid")
 	if c := meta.FindStatusCondition(st.Status.Conditions, "Accepted"); !strings.Contains(c.Message, "which its owner must resolve") {
 		t.Errorf("Accepted message = %q, want it to say the Gateway's owner must resolve the refusal", c.Message)
 	}
@@ -283,8 +283,8 @@ func TestRefusedFirstFragmentIsBlamedOnAGatewayOfOnlyFoldedListeners(t *testing.
 	good := fixture.Fragment(shop, "good", gw, fixture.HTTPS("web", "good.example.com"))
 	create(t, good)
 	wantListeners(t, gw, folded(good, "web")+" 443/HTTPS good.example.com")
-	wantAccepted(t, good, metav1.ConditionTrue, "Accepted")
-	wantAccepted(t, bad, metav1.ConditionFalse, "ListenersNotValid")
+	testenv.WaitAccepted(t, env.Client, settle, good, metav1.ConditionTrue, "Accepted")
+	testenv.WaitAccepted(t, env.Client, settle, bad, metav1.ConditionFalse, "ListenersNotValid")
 }
 
 // While the API server refuses the Gateway for its owner's doing, a
@@ -297,7 +297,7 @@ func TestGatewayRefusalKeepsTheGrantsOfTheListenersThatStay(t *testing.T) {
 	lf := fixture.Fragment(shop, "app", gw, fixture.HTTPS("web", "app.example.com"))
 	create(t, lf)
 	wantListeners(t, gw, "legacy 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
-	lf = wantAccepted(t, lf, metav1.ConditionTrue, "Accepted")
+	lf = testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionTrue, "Accepted")
 	grant := client.ObjectKey{Namespace: shop, Name: merger.GrantName(lf)}
 	testenv.Eventually(t, settle, func() error { return env.Client.Get(ctx, grant, &gwv1.ReferenceGrant{}) })
 
@@ -306,7 +306,7 @@ func TestGatewayRefusalKeepsTheGrantsOfTheListenersThatStay(t *testing.T) {
 	updateSpec(t, lf, func(spec *v1alpha1.ListenerFragmentSpec) {
 		spec.Listeners[0].Hostname = ptr.To(gwv1.Hostname("moved.example.com"))
 	})
-	wantAccepted(t, lf, metav1.ConditionFalse, "ListenersNotValid")
+	testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionFalse, "ListenersNotValid")
 	want := []string{"legacy 8080/HTTP", folded(lf, "web") + " 443/HTTPS app.example.com"}
 	wantListeners(t, gw, want...)
 	// Folded again after the refusal, still: a fold's write is debounced,
