@@ -127,7 +127,7 @@ func Fold(in Input) Result {
 		// not admit learns nothing of the pool.
 		if allowed, why := rules.NamespaceAllowed(in.Gateway, lf.Namespace, in.NamespaceLabels[lf.Namespace]); !allowed {
 			res.Statuses[keyOf(lf)] = NotAccepted(lf, v1alpha1.FragmentReasonNotAllowed,
-				fmt.Sprintf("Gateway %s does not allow listeners from namespace %s: %s", gatewayKey(in.Gateway), lf.Namespace, why))
+				rules.NotAllowedMessage(gatewayKey(in.Gateway), lf.Namespace, why))
 			continue
 		}
 		if in.Head != nil {

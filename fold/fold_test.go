@@ -848,7 +848,7 @@ func TestFoldChecksReferenceGrants(t *testing.T) {
 			ls := r.Statuses[fragmentKey("shop", "f")].Listeners[0]
 			c := meta.FindStatusCondition(ls.Conditions, string(gwv1.ListenerEntryConditionResolvedRefs))
 			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "RefNotPermitted" ||
-				!strings.Contains(c.Message, "no ReferenceGrant in namespace certs allows ListenerFragments from namespace shop") {
+				!strings.Contains(c.Message, "No ReferenceGrant in namespace certs lets ListenerFragments of namespace shop use Secret") {
 				t.Errorf("ResolvedRefs = %+v, want False with RefNotPermitted naming the grant to create", c)
 			}
 		})
@@ -978,7 +978,7 @@ func TestFoldChecksListenerSetGrantsByKind(t *testing.T) {
 			if got := r.Outcomes[0]; got.Reason != tc.want {
 				t.Fatalf("Outcome %s (%s), want %s", got.Reason, got.Message, tc.want)
 			}
-			if tc.want == gwv1.ListenerEntryReasonRefNotPermitted && !strings.Contains(r.Outcomes[0].Message, "allows ListenerSets from namespace shop") {
+			if tc.want == gwv1.ListenerEntryReasonRefNotPermitted && !strings.Contains(r.Outcomes[0].Message, "lets ListenerSets of namespace shop use Secret") {
 				t.Errorf("Message %q does not say which grant the ListenerSet needs", r.Outcomes[0].Message)
 			}
 		})

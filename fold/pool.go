@@ -188,8 +188,8 @@ func (p *pool) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Ref
 			}
 		}
 		if len(kept) > 0 && len(kept) <= r.free() {
-			t.NoRoom(fmt.Sprintf("Gateway %s, which carries this %s's other listeners, has no room for %d more: a folded %s does not move to another Gateway of the pool, so that its traffic is never cut over; put these listeners in a new %s, or free room on %s",
-				gatewayKey(r.gw), rules.KindOf(lf), len(t.Fits)-len(kept), rules.KindOf(lf), rules.KindOf(lf), gatewayKey(r.gw)))
+			t.NoRoom(fmt.Sprintf("Gateway %s, which carries this %s's other listeners, has no room for %d more and a folded %s never moves: put them in a new %s, or free room there",
+				gatewayKey(r.gw), rules.KindOf(lf), len(t.Fits)-len(kept), rules.KindOf(lf), rules.KindOf(lf)))
 			return p.commit(lf, t, kept, s.room), r
 		}
 		// None of what it carries is still wanted (its listeners were
@@ -213,7 +213,7 @@ func (p *pool) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Ref
 	}
 	switch {
 	case rules.KindOf(lf) == rules.KindListenerSet:
-		return t.NoRoom(fmt.Sprintf("Gateway %s has %d of its %d listeners taken and this ListenerSet needs %d: a ListenerSet's listeners stay on the Gateway it names, even one that heads a pool; remove listeners, or use ListenerFragments, which the pool spreads",
+		return t.NoRoom(fmt.Sprintf("Gateway %s has %d of its %d listeners taken and this ListenerSet needs %d; a pool spreads no ListenerSet: remove listeners, or use ListenerFragments",
 			gatewayKey(p.head), p.rooms[0].taken+p.rooms[0].reserved, rules.MaxListeners, need)), p.rooms[0]
 	case p.draining:
 		return t.NoRoom(rules.TooManyListenersMessage(gatewayKey(p.head), p.rooms[0].taken+p.rooms[0].reserved, rules.KindOf(lf), need)), p.rooms[0]

@@ -153,7 +153,7 @@ func TestPoolPlacement(t *testing.T) {
 				return Input{Gateway: gw, Managed: sets.New[gwv1.SectionName](), Fragments: routes(0, 64)}
 			},
 			per:     map[string]int{"shared": 63},
-			reasons: map[string]string{"shop/r0063/web": `TooManyListeners: Gateway infra/shared has 64 of its 64 listeners taken and this ListenerFragment needs 1: move it to another Gateway, remove listeners, or let the Gateway's owner make it a pool (annotation gatefold.dev/pool: "true")`},
+			reasons: map[string]string{"shop/r0063/web": `TooManyListeners: Gateway infra/shared has 64 of its 64 listeners taken and this ListenerFragment needs 1: use another Gateway, remove listeners, or ask its owner to make it a pool (gatefold.dev/pool: "true")`},
 		},
 		"a folded fragment that grows past its Gateway's room keeps what it has": {
 			input: func() Input {
@@ -165,7 +165,7 @@ func TestPoolPlacement(t *testing.T) {
 			},
 			per:     map[string]int{"shared": 63},
 			landed:  map[string]string{"r0005": "shared"},
-			reasons: map[string]string{"shop/r0005/api": "TooManyListeners: Gateway infra/shared, which carries this ListenerFragment's other listeners, has no room for 1 more: a folded ListenerFragment does not move to another Gateway of the pool, so that its traffic is never cut over; put these listeners in a new ListenerFragment, or free room on infra/shared"},
+			reasons: map[string]string{"shop/r0005/api": "TooManyListeners: Gateway infra/shared, which carries this ListenerFragment's other listeners, has no room for 1 more and a folded ListenerFragment never moves: put them in a new ListenerFragment, or free room there"},
 		},
 		"when the head's own listeners grow, the youngest fragments of a full Gateway move, not the oldest": {
 			input: func() Input {
@@ -207,7 +207,7 @@ func TestPoolPlacement(t *testing.T) {
 				return Input{Gateway: head, Managed: managed, Fragments: append(routes(0, 63), ls), Pool: &Pool{Names: sets.New("shared")}}
 			},
 			per:     map[string]int{"shared": 63},
-			reasons: map[string]string{"ListenerSet shop/set/web": "TooManyListeners: Gateway infra/shared has 64 of its 64 listeners taken and this ListenerSet needs 1: a ListenerSet's listeners stay on the Gateway it names, even one that heads a pool; remove listeners, or use ListenerFragments, which the pool spreads"},
+			reasons: map[string]string{"ListenerSet shop/set/web": "TooManyListeners: Gateway infra/shared has 64 of its 64 listeners taken and this ListenerSet needs 1; a pool spreads no ListenerSet: remove listeners, or use ListenerFragments"},
 		},
 	}
 	for name, tc := range tests {

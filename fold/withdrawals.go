@@ -190,7 +190,7 @@ func withhold(in *Input, res *Result, lf *v1alpha1.ListenerFragment, refused ref
 			if known {
 				attempts = w.Attempts + 1
 			}
-			c.Message = fmt.Sprintf("The implementation of Gateway %s refused it (%s: %s), so gatefold withdrew it and the Gateway's other listeners stay accepted: fix it; a change of the spec, or %v, folds it again",
+			c.Message = fmt.Sprintf("The implementation of Gateway %s refused it (%s: %s), so gatefold withdrew it: fix it; a spec change, or %v, folds it again",
 				gatewayKey(gw), c.Reason, c.Message, retryAfter(attempts))
 			w, known = Withdrawal{Since: in.Now, Condition: *c, Attempts: attempts}, true
 		case known && w.Waiting:

@@ -112,7 +112,7 @@ func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragme
 	if current != nil && !ownedBy(current, lf) {
 		// Someone else's grant of that name: never overwrite it.
 		r.Recorder.Eventf(lf, nil, corev1.EventTypeWarning, "ReferenceGrantNotOwned", "Grant",
-			"ReferenceGrant %s exists and gatefold does not manage it, so it was left unchanged: Gateway namespace %s may be unable to read Secrets %v; rename or delete that ReferenceGrant, or grant them yourself",
+			"ReferenceGrant %s is not gatefold's, so it was left unchanged and namespace %s may not read Secrets %v: delete or rename it, or grant them yourself",
 			key, gw.Namespace, secrets)
 		return nil
 	}

@@ -107,9 +107,15 @@ func NamespaceAllowed(gw *gwv1.Gateway, ns string, nsLabels map[string]string) (
 		return true, ""
 	}
 	if ns != gw.Namespace {
-		return false, "ask the Gateway's owner to allow this namespace in spec.allowedListeners, or choose another Gateway"
+		return false, "ask its owner to allow it in spec.allowedListeners, or choose another Gateway"
 	}
-	return false, fmt.Sprintf("allow this namespace in the Gateway's spec.allowedListeners (%s), or choose another Gateway", rule)
+	return false, fmt.Sprintf("allow it in spec.allowedListeners (%s), or choose another Gateway", rule)
+}
+
+// NotAllowedMessage tells a source in namespace ns that Gateway gateway does
+// not admit it, and why (NamespaceAllowed's answer).
+func NotAllowedMessage(gateway, ns, why string) string {
+	return fmt.Sprintf("Gateway %s does not allow listeners from namespace %s: %s", gateway, ns, why)
 }
 
 // namespaceAllowed is NamespaceAllowed, saying which rule refuses ns.

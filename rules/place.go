@@ -103,10 +103,10 @@ func (t Trial) NoRoom(msg string) []Placement {
 // TooManyListenersMessage says that Gateway gateway, with taken of its
 // MaxListeners taken, has no room for a source of kind that needs need.
 func TooManyListenersMessage(gateway string, taken int, kind string, need int) string {
-	fix := "move it to another Gateway, or remove listeners"
+	fix := "use another Gateway, or remove listeners"
 	if kind == KindListenerFragment {
 		// A pool spreads fragments; a ListenerSet stays on its Gateway.
-		fix = fmt.Sprintf("move it to another Gateway, remove listeners, or let the Gateway's owner make it a pool (annotation %s: \"true\")", v1alpha1.PoolAnnotation)
+		fix = fmt.Sprintf("use another Gateway, remove listeners, or ask its owner to make it a pool (%s: \"true\")", v1alpha1.PoolAnnotation)
 	}
 	return fmt.Sprintf("Gateway %s has %d of its %d listeners taken and this %s needs %d: %s", gateway, taken, MaxListeners, kind, need, fix)
 }

@@ -49,7 +49,7 @@ func SiblingOf(gw, head *gwv1.Gateway) bool {
 // SiblingMessage tells a source that names sibling, a Gateway of the pool
 // of head, to name the head instead.
 func SiblingMessage(sibling, head types.NamespacedName) string {
-	return fmt.Sprintf("Gateway %s is one gatefold created for the pool of Gateway %s: set spec.parentRef.name to %s, and gatefold places the listeners on a Gateway of the pool (status.listeners[].gateway says which)",
+	return fmt.Sprintf("Gateway %s is one gatefold created for the pool of Gateway %s: set spec.parentRef.name to %s, and gatefold places the listeners",
 		sibling, head, head.Name)
 }
 

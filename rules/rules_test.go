@@ -158,7 +158,7 @@ func TestNamespaceAllowed(t *testing.T) {
 	}
 	team := &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}
 	// Another namespace learns nothing of the rule that refuses it.
-	const askOwner = "ask the Gateway's owner to allow this namespace in spec.allowedListeners, or choose another Gateway"
+	const askOwner = "ask its owner to allow it in spec.allowedListeners, or choose another Gateway"
 	tests := map[string]struct {
 		gw      *gwv1.Gateway
 		ns      string
@@ -173,11 +173,11 @@ func TestNamespaceAllowed(t *testing.T) {
 		"Selector refuses a namespace not matched": {gw: gw(from(gwv1.NamespacesFromSelector, team)), ns: "blog", labels: map[string]string{"team": "blog"}, wantWhy: askOwner},
 		"Selector with no selector admits nobody":  {gw: gw(from(gwv1.NamespacesFromSelector, nil)), ns: "shop", wantWhy: askOwner},
 		"the Gateway's namespace is told None": {gw: gw(nil), ns: "infra",
-			wantWhy: "allow this namespace in the Gateway's spec.allowedListeners (namespaces.from is None, the default), or choose another Gateway"},
+			wantWhy: "allow it in spec.allowedListeners (namespaces.from is None, the default), or choose another Gateway"},
 		"the Gateway's namespace is told its labels do not match": {gw: gw(from(gwv1.NamespacesFromSelector, team)), ns: "infra",
-			wantWhy: "allow this namespace in the Gateway's spec.allowedListeners (the namespace's labels do not match namespaces.selector), or choose another Gateway"},
+			wantWhy: "allow it in spec.allowedListeners (the namespace's labels do not match namespaces.selector), or choose another Gateway"},
 		"the Gateway's namespace is told there is no selector": {gw: gw(from(gwv1.NamespacesFromSelector, nil)), ns: "infra",
-			wantWhy: "allow this namespace in the Gateway's spec.allowedListeners (namespaces.from is Selector with no selector), or choose another Gateway"},
+			wantWhy: "allow it in spec.allowedListeners (namespaces.from is Selector with no selector), or choose another Gateway"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

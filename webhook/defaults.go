@@ -55,7 +55,7 @@ func defaultListener(path *field.Path, l *gwv1.ListenerEntry) field.ErrorList {
 		h := strings.TrimRight(lowerASCII(written), ".")
 		if h == "" {
 			errs = append(errs, field.Invalid(path.Child("hostname"), written,
-				"without its trailing dots the hostname is empty, and gatefold does not read that as every hostname: set the hostname the listener serves, or leave hostname out to match every hostname"))
+				"without its trailing dots the hostname is empty, which is not every hostname: set the hostname served, or leave hostname out for every hostname"))
 		} else {
 			l.Hostname = ptr.To(gwv1.Hostname(h))
 		}

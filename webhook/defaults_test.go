@@ -165,7 +165,7 @@ func TestDefaultingNeverWidens(t *testing.T) {
 		want string
 	}{
 		"a root-only hostname is not match-all": {in: withHost("."),
-			want: `spec.listeners[1].hostname: Invalid value: ".": without its trailing dots the hostname is empty, and gatefold does not read that as every hostname: set the hostname the listener serves, or leave hostname out to match every hostname`},
+			want: `spec.listeners[1].hostname: Invalid value: ".": without its trailing dots the hostname is empty, which is not every hostname: set the hostname served, or leave hostname out for every hostname`},
 		"dots alone are not match-all":       {in: withHost(".."), want: `spec.listeners[1].hostname: Invalid value: ".."`},
 		"an empty hostname is not match-all": {in: withHost(""), want: `spec.listeners[1].hostname: Invalid value: ""`},
 		"an empty group is not the Gateway group": {in: withParent(ptr.To(""), nil),

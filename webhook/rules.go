@@ -1,11 +1,11 @@
 package webhook
 
 import (
-	"fmt"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
@@ -95,7 +95,7 @@ func CheckAllowedListeners(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, nsLa
 		return nil
 	}
 	return field.ErrorList{field.Forbidden(field.NewPath("spec", "parentRef"),
-		fmt.Sprintf("Gateway %s/%s does not allow listeners from namespace %s: %s", gw.Namespace, gw.Name, lf.Namespace, why))}
+		rules.NotAllowedMessage(klog.KObj(gw).String(), lf.Namespace, why))}
 }
 
 // CheckValues denies what the schema admits and Gateway API does not (see

@@ -409,7 +409,7 @@ func TestDefaultingNeverWidens(t *testing.T) {
 		want string
 	}{
 		"a root hostname is not every hostname": {lf: newFragment(ns, "root", gw, root),
-			want: `ListenerFragment.gatefold.dev "root" is invalid: spec.listeners[0].hostname: Invalid value: ".": without its trailing dots the hostname is empty, and gatefold does not read that as every hostname: set the hostname the listener serves, or leave hostname out to match every hostname`},
+			want: `ListenerFragment.gatefold.dev "root" is invalid: spec.listeners[0].hostname: Invalid value: ".": without its trailing dots the hostname is empty, which is not every hostname: set the hostname served, or leave hostname out for every hostname`},
 		"an empty parentRef group is not the Gateway group": {lf: emptyGroup,
 			want: `spec.parentRef.group: Invalid value: "": an empty group is the core API group, which has no Gateway: set group to gateway.networking.k8s.io, or leave it out`},
 		"a Kelvin sign is not taken for a k": {lf: newFragment(ns, "kelvin", gw, https("https", "\u212a.example.com")),

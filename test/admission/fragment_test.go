@@ -171,7 +171,7 @@ func TestCrossNamespaceCertificateNeedsReferenceGrant(t *testing.T) {
 	l := https("https", "pay.example.com")
 	l.TLS.CertificateRefs[0].Namespace = ptr.To(gwv1.Namespace(certs))
 	err := env.Client.Create(context.Background(), newFragment(shop, "pay", gw, l))
-	wantDenied(t, err, fmt.Sprintf("spec.listeners[0].tls.certificateRefs[0]: Forbidden: Secret %s/cert is in another namespace and no ReferenceGrant in namespace %s allows ListenerFragments from namespace %s", certs, certs, shop))
+	wantDenied(t, err, fmt.Sprintf("spec.listeners[0].tls.certificateRefs[0]: Forbidden: No ReferenceGrant in namespace %s lets ListenerFragments of namespace %s use Secret cert", certs, shop))
 
 	grant := &gwv1.ReferenceGrant{
 		ObjectMeta: metav1.ObjectMeta{Namespace: certs, Name: "fragments"},
@@ -186,7 +186,7 @@ func TestCrossNamespaceCertificateNeedsReferenceGrant(t *testing.T) {
 }
 
 func TestAllowedListenersIsEnforced(t *testing.T) {
-	const askOwner = ": ask the Gateway's owner to allow this namespace in spec.allowedListeners, or choose another Gateway"
+	const askOwner = ": ask its owner to allow it in spec.allowedListeners, or choose another Gateway"
 	infra := newNamespace(t, nil)
 	shop := newNamespace(t, map[string]string{"team": "shop"})
 	blog := newNamespace(t, map[string]string{"team": "blog"})
@@ -197,7 +197,7 @@ func TestAllowedListenersIsEnforced(t *testing.T) {
 		wantError string
 	}{
 		// The Gateway's own namespace is told the rule; another only to ask.
-		"None refuses every namespace":   {from: gwv1.NamespacesFromNone, ns: infra, wantError: ": allow this namespace in the Gateway's spec.allowedListeners (namespaces.from is None, the default), or choose another Gateway"},
+		"None refuses every namespace":   {from: gwv1.NamespacesFromNone, ns: infra, wantError: ": allow it in spec.allowedListeners (namespaces.from is None, the default), or choose another Gateway"},
 		"Same refuses another namespace": {from: gwv1.NamespacesFromSame, ns: shop, wantError: askOwner},
 		"Same admits its own namespace":  {from: gwv1.NamespacesFromSame, ns: infra},
 		"Selector admits a match":        {from: gwv1.NamespacesFromSelector, selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}, ns: shop},

@@ -66,7 +66,7 @@ func TestRevokedGrantWithdrawsTheListener(t *testing.T) {
 		get(t, client.ObjectKeyFromObject(lf), got)
 		c := listenerCondition(got, "web", "ResolvedRefs")
 		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "RefNotPermitted" ||
-			!strings.Contains(c.Message, fmt.Sprintf("no ReferenceGrant in namespace %s allows ListenerFragments from namespace %s", certs, shop)) {
+			!strings.Contains(c.Message, fmt.Sprintf("No ReferenceGrant in namespace %s lets ListenerFragments of namespace %s use Secret", certs, shop)) {
 			return fmt.Errorf("ResolvedRefs = %+v, want False RefNotPermitted naming the grant to create", c)
 		}
 		return nil
