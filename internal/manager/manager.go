@@ -24,13 +24,8 @@ import (
 
 // Options returns the scheme, cache and client options of a gatefold
 // manager; the caller adds its addresses, webhook server and leader election.
-//
-// The cache holds only what gatefold reads, without managedFields, except on
-// Gateways: the merger and the Gateway webhook read which listeners gatefold
-// applied from the Gateway's managedFields. Claims are not in this cache: the
-// claim store watches them with an informer of its own, in gatefold's
-// namespace only, and writes them with a client of its own, so no replica
-// needs to list Leases outside gatefold's namespace.
+// The cache strips managedFields except on Gateways, whose managedFields say
+// which listeners gatefold applied; claims are not in it (see package claims).
 func Options() ctrl.Options {
 	return ctrl.Options{
 		Scheme: scheme.New(),
@@ -50,10 +45,9 @@ func Options() ctrl.Options {
 func keep(obj any) (any, error) { return obj, nil }
 
 // Lease is a replica's leader election lock that remembers when the replica
-// last renewed it. A leader writes only while its last renewal is younger than
-// the renew deadline, judged by its own clock, as client-go's leader election
-// judges it: a leader frozen past its lease that wakes up writes nothing in
-// the moment before it notices that it lost the lease.
+// last renewed it. A leader writes only while its last renewal, by its own
+// clock, is younger than the renew deadline, as client-go's elector judges it,
+// so that a leader frozen past its lease writes nothing when it wakes.
 type Lease struct {
 	resourcelock.Interface
 	renewDeadline time.Duration
