@@ -38,7 +38,7 @@ const servedWithin = 30 * time.Second
 // checks its log for refused requests at the end) and Traefik with the echo
 // backends named, as the implementation of class dp.GatewayClass; it skips
 // the test when there is no Traefik binary.
-func startTraefik(t *testing.T, backends ...string) (c client.Client, dp *dataplane.DataPlane, audit string) {
+func startTraefik(t *testing.T, backends ...string) (env *devenv.Env, dp *dataplane.DataPlane, audit string) {
 	t.Helper()
 	traefik, err := dataplane.FindBinary("")
 	if errors.Is(err, dataplane.ErrNoBinary) {
@@ -47,7 +47,8 @@ func startTraefik(t *testing.T, backends ...string) (c client.Client, dp *datapl
 		t.Fatal(err)
 	}
 	audit = filepath.Join(t.TempDir(), "audit.log")
-	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t), AuditLog: audit, AuditAll: true})
+	var kubeconfig string
+	env, kubeconfig = startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t), AuditLog: audit, AuditAll: true})
 
 	startInstalledManager(t, env, kubeconfig, "--listenerset-controllers="+dataplane.ControllerName)
 
@@ -73,7 +74,7 @@ func startTraefik(t *testing.T, backends ...string) (c client.Client, dp *datapl
 		}
 	})
 	t.Logf("Traefik %s serves class %s on 127.0.0.1:%d (HTTP) and 127.0.0.1:%d (HTTPS)", traefik, dp.GatewayClass, dp.HTTPPort, dp.HTTPSPort)
-	return env.Client, dp, audit
+	return env, dp, audit
 }
 
 // tlsSecret is a kubernetes.io/tls Secret holding a new certificate for

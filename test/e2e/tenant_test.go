@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/internal/dataplane"
+	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/test/fixture"
 	"github.com/gatefold/gatefold/test/testenv"
 	"github.com/gatefold/gatefold/webhook"
@@ -32,7 +34,8 @@ var accessLabel = map[string]string{"gateway-access": "future"}
 // fragment's tuple is free at once, and a fragment being deleted says its
 // listeners were withdrawn.
 func TestTenantsCannotTakeOrBreakOthersListeners(t *testing.T) {
-	c, dp, _ := startTraefik(t, "own", "victim", "squatter", "held", "heir")
+	env, dp, _ := startTraefik(t, "own", "victim", "squatter", "held", "heir")
+	c := env.Client
 	ctx := context.Background()
 	httpPort, httpsPort := gwv1.PortNumber(dp.HTTPPort), gwv1.PortNumber(dp.HTTPSPort)
 	for _, ns := range []*corev1.Namespace{
@@ -101,7 +104,7 @@ func TestTenantsCannotTakeOrBreakOthersListeners(t *testing.T) {
 	// shared Gateway stays Accepted.
 	noPort := fixture.Fragment("tenant-a", "noport", gw, fixture.Entry("http", 9, gwv1.HTTPProtocolType, "noport.example.com"))
 	create(t, c, noPort)
-	waitWithdrawn(t, c, noPort, "http", string(gwv1.ListenerReasonPortUnavailable), "")
+	waitWithdrawn(t, env, noPort, "http", string(gwv1.ListenerReasonPortUnavailable), "")
 	// A certificate in a namespace that grants ListenerFragments but not the
 	// Gateway: gatefold admits it, Traefik cannot read it.
 	ca, err := dataplane.NewAuthority()
@@ -115,8 +118,8 @@ func TestTenantsCannotTakeOrBreakOthersListeners(t *testing.T) {
 	ungranted.TLS = &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "ungranted-tls", Namespace: ptr.To(gwv1.Namespace("certs"))}}}
 	refused := fixture.Fragment("tenant-a", "ungranted", gw, ungranted)
 	create(t, c, refused)
-	waitWithdrawn(t, c, refused, "https", string(gwv1.ListenerReasonRefNotPermitted), string(gwv1.ListenerConditionResolvedRefs))
-	waitGatewayAccepted(t, c, gw)
+	waitWithdrawn(t, env, refused, "https", string(gwv1.ListenerReasonRefNotPermitted), string(gwv1.ListenerConditionResolvedRefs))
+	waitGatewayAccepted(t, env, gw)
 	p.stillServed("HTTP", victimHost, "/", "victim", nil)
 
 	// A fragment being deleted says its listeners were withdrawn.
@@ -203,18 +206,18 @@ func wantFragmentAccepted(t *testing.T, c client.Client, lf *v1alpha1.ListenerFr
 // waitWithdrawn waits until the fragment reports its listener refused by
 // Traefik with reason (in condition also, when set) and withdrawn, and the
 // Gateway no longer carries it; then checks that it stays so for 3s.
-func waitWithdrawn(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment, listener gwv1.SectionName, reason, also string) {
+func waitWithdrawn(t *testing.T, env *devenv.Env, lf *v1alpha1.ListenerFragment, listener gwv1.SectionName, reason, also string) {
 	t.Helper()
 	key := client.ObjectKeyFromObject(lf)
+	gwKey := client.ObjectKey{Namespace: string(*lf.Spec.ParentRef.Namespace), Name: string(lf.Spec.ParentRef.Name)}
 	name := v1alpha1.ListenerName(lf.Namespace, lf.Name, listener)
-	check := func() error {
-		current := &v1alpha1.ListenerFragment{}
-		get(t, c, key, current)
-		gw := &gwv1.Gateway{}
-		get(t, c, client.ObjectKey{Namespace: string(*lf.Spec.ParentRef.Namespace), Name: string(lf.Spec.ParentRef.Name)}, gw)
+	gatewayLacks := func(gw *gwv1.Gateway) error {
 		if slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Name == name }) {
 			return fmt.Errorf("the Gateway carries %s", name)
 		}
+		return nil
+	}
+	reported := func(current *v1alpha1.ListenerFragment) error {
 		for _, l := range current.Status.Listeners {
 			if l.Name != listener {
 				continue
@@ -235,36 +238,47 @@ func waitWithdrawn(t *testing.T, c client.Client, lf *v1alpha1.ListenerFragment,
 		return fmt.Errorf("no status of listener %s: %+v", listener, current.Status)
 	}
 	testenv.Eventually(t, servedWithin, func() error {
-		if err := check(); err != nil {
+		current, gw := &v1alpha1.ListenerFragment{}, &gwv1.Gateway{}
+		get(t, env.Client, key, current)
+		get(t, env.Client, gwKey, gw)
+		if err := errors.Join(gatewayLacks(gw), reported(current)); err != nil {
 			return fmt.Errorf("waiting for fragment %s to report listener %s refused by Traefik (%s) and withdrawn; last: %w", key, listener, reason, err)
 		}
 		return nil
 	})
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
-		if err := check(); err != nil {
-			t.Fatalf("Fragment %s listener %s, withdrawn, came back: %v", key, listener, err)
+	cameBack := func(err error) error {
+		if err != nil {
+			return fmt.Errorf("fragment %s listener %s, withdrawn, came back: %w", key, listener, err)
 		}
+		return nil
 	}
+	testenv.Holds(t, env, 3*time.Second,
+		testenv.ObjectHolds(&gwv1.GatewayList{}, gwKey, func(o client.Object) error { return cameBack(gatewayLacks(o.(*gwv1.Gateway))) }),
+		testenv.ObjectHolds(&v1alpha1.ListenerFragmentList{}, key, func(o client.Object) error { return cameBack(reported(o.(*v1alpha1.ListenerFragment))) }))
 	t.Logf("Fragment %s: listener %s refused by Traefik (%s), withdrawn, and reported", key, listener, reason)
 }
 
 // waitGatewayAccepted waits until Traefik reports the Gateway Accepted at
 // its generation, then checks that it stays so for 3s.
-func waitGatewayAccepted(t *testing.T, c client.Client, gw *gwv1.Gateway) {
+func waitGatewayAccepted(t *testing.T, env *devenv.Env, gw *gwv1.Gateway) {
 	t.Helper()
-	check := func() error {
-		current := &gwv1.Gateway{}
-		get(t, c, client.ObjectKeyFromObject(gw), current)
+	key := client.ObjectKeyFromObject(gw)
+	accepted := func(current *gwv1.Gateway) error {
 		cond := meta.FindStatusCondition(current.Status.Conditions, string(gwv1.GatewayConditionAccepted))
 		if cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != current.Generation {
-			return fmt.Errorf("Gateway %s/%s Accepted %s", gw.Namespace, gw.Name, testenv.ConditionString(cond))
+			return fmt.Errorf("Gateway %s Accepted %s", key, testenv.ConditionString(cond))
 		}
 		return nil
 	}
-	testenv.Eventually(t, servedWithin, check)
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
-		if err := check(); err != nil {
-			t.Fatalf("Gateway %s/%s is no longer Accepted: %v", gw.Namespace, gw.Name, err)
+	testenv.Eventually(t, servedWithin, func() error {
+		current := &gwv1.Gateway{}
+		get(t, env.Client, key, current)
+		return accepted(current)
+	})
+	testenv.Holds(t, env, 3*time.Second, testenv.ObjectHolds(&gwv1.GatewayList{}, key, func(o client.Object) error {
+		if err := accepted(o.(*gwv1.Gateway)); err != nil {
+			return fmt.Errorf("Gateway %s is no longer Accepted: %w", key, err)
 		}
-	}
+		return nil
+	}))
 }

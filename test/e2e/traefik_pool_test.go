@@ -30,7 +30,8 @@ import (
 // sibling's fragment; a deleted fragment's hostname stops being served,
 // while the fragment on the sibling stays there when the head frees room.
 func TestTraefikServesAPoolsSiblings(t *testing.T) {
-	c, dp, _ := startTraefik(t, "own", "own-2", "app00", "app62", "app63")
+	env, dp, _ := startTraefik(t, "own", "own-2", "app00", "app62", "app63")
+	c := env.Client
 	ctx := context.Background()
 	httpPort := gwv1.PortNumber(dp.HTTPPort)
 	for _, ns := range []string{"infra", "apps"} {

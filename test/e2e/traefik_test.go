@@ -36,7 +36,8 @@ import (
 // conflicting fragment, a deleted one and a route the listener does not
 // admit are not served; and that Traefik's status reaches the fragments.
 func TestTraefikServesWhatGatefoldFolds(t *testing.T) {
-	c, dp, audit := startTraefik(t, "own", "checkout", "catalog", "blog", "intruder", "squatter", "deals")
+	env, dp, audit := startTraefik(t, "own", "checkout", "catalog", "blog", "intruder", "squatter", "deals")
+	c := env.Client
 	ctx := context.Background()
 	httpPort, httpsPort := gwv1.PortNumber(dp.HTTPPort), gwv1.PortNumber(dp.HTTPSPort)
 

@@ -107,3 +107,16 @@ func Follow(ctx context.Context, c client.WithWatch, inv Invariant) error {
 		}
 	}
 }
+
+// ObjectHolds is the Invariant that the object key of list's kind exists
+// and check accepts it.
+func ObjectHolds(list client.ObjectList, key client.ObjectKey, check func(client.Object) error) Invariant {
+	return Invariant{List: list, Namespace: key.Namespace, Opts: []client.ListOption{client.MatchingFields{"metadata.name": key.Name}},
+		Check: func(objs map[string]client.Object) error {
+			obj, ok := objs[key.Name]
+			if !ok {
+				return fmt.Errorf("%s is gone", key)
+			}
+			return check(obj)
+		}}
+}
