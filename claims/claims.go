@@ -622,6 +622,7 @@ func conflictAt(n, i int, c *rules.Conflict) []*rules.Conflict {
 // had: those are checked against the fragment's own earlier listeners only.
 func Conflicts(lf *v1alpha1.ListenerFragment, others *rules.Board, kept []bool) []*rules.Conflict {
 	all, mine := others.Clone(), rules.NewBoard()
+	ref := rules.FragmentRef(lf)
 	var conflicts []*rules.Conflict
 	for i, l := range lf.Spec.Listeners {
 		e := rules.EntryOf(l.Port, l.Protocol, l.Hostname)
@@ -636,7 +637,7 @@ func Conflicts(lf *v1alpha1.ListenerFragment, others *rules.Board, kept []bool) 
 			conflicts[i] = c
 			continue
 		}
-		h := rules.HolderOf(lf, l)
+		h := rules.HolderOf(ref, l)
 		all.Take(h)
 		mine.Take(h)
 	}
@@ -757,7 +758,7 @@ func wants(c Claim, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, managed set
 	if allowed, _ := rules.NamespaceAllowed(gw, lf.Namespace, nsLabels); !allowed {
 		return false
 	}
-	own := rules.OwnListeners(gw, managed, []v1alpha1.ListenerFragment{*lf})
+	own := rules.OwnListeners(gw, managed, []rules.Source{rules.FromFragment(lf)})
 	// One that can never be placed holds no tuple.
 	return rules.NeverFits(rules.KindListenerFragment, len(lf.Spec.Listeners), len(own), c.Gateway.String(), rules.PoolHead(gw)) == ""
 }
@@ -840,21 +841,21 @@ func (v *View) NamespaceLabels(ctx context.Context, name string) (map[string]str
 	return ns.Labels, true, nil
 }
 
-// Placed returns those of gw's fragments that the fold would place: not
+// Placed returns those of gw's sources that the fold would place: not
 // being deleted, of a namespace gw admits. The others are reported
 // NotAllowed, or go, whatever the Gateway's listeners.
-func (v *View) Placed(ctx context.Context, gw *gwv1.Gateway, fragments []v1alpha1.ListenerFragment) ([]v1alpha1.ListenerFragment, error) {
-	var out []v1alpha1.ListenerFragment
-	for _, lf := range fragments {
-		if !lf.DeletionTimestamp.IsZero() {
+func (v *View) Placed(ctx context.Context, gw *gwv1.Gateway, sources []rules.Source) ([]rules.Source, error) {
+	var out []rules.Source
+	for _, src := range sources {
+		if !src.DeletionTimestamp.IsZero() {
 			continue
 		}
-		labels, ok, err := v.NamespaceLabels(ctx, lf.Namespace)
+		labels, ok, err := v.NamespaceLabels(ctx, src.Namespace)
 		if err != nil {
 			return nil, err
 		}
-		if allowed, _ := rules.NamespaceAllowed(gw, lf.Namespace, labels); ok && allowed {
-			out = append(out, lf)
+		if allowed, _ := rules.NamespaceAllowed(gw, src.Namespace, labels); ok && allowed {
+			out = append(out, src)
 		}
 	}
 	return out, nil

@@ -102,8 +102,7 @@ func (s *Store) backfill(ctx context.Context, v *View, kept []*held) (int, error
 	if err := s.Cache.List(ctx, list); err != nil {
 		return 0, err
 	}
-	fragments := list.Items
-	rules.SortByPrecedence(fragments)
+	fragments, sources := list.Items, rules.FromFragments(list.Items)
 	claimed := sets.New[string]()
 	for _, h := range kept {
 		claimed.Insert(h.lease.Name)
@@ -114,10 +113,10 @@ func (s *Store) backfill(ctx context.Context, v *View, kept []*held) (int, error
 		if b, ok := boards[key]; ok {
 			return b
 		}
-		var mates []v1alpha1.ListenerFragment
-		for _, lf := range fragments {
-			if rules.ParentOf(&lf) == key {
-				mates = append(mates, lf)
+		var mates []rules.Source
+		for _, src := range sources {
+			if src.Parent() == key {
+				mates = append(mates, src)
 			}
 		}
 		b := rules.OwnBoard(rules.OwnListeners(gw, v.managedOn(gw), mates))
@@ -133,7 +132,7 @@ func (s *Store) backfill(ctx context.Context, v *View, kept []*held) (int, error
 	log := logf.FromContext(ctx)
 	n := 0
 	var errs []error
-	for i := range fragments {
+	for _, i := range rules.PrecedenceOrder(sources) {
 		lf := &fragments[i]
 		req := NewRequest(lf, false, nil)
 		var gw *gwv1.Gateway

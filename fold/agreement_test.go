@@ -28,19 +28,20 @@ func FuzzAdmissionAndFoldAgree(f *testing.F) {
 		all := gwv1.NamespacesFromAll
 		in.Gateway.Spec.AllowedListeners.Namespaces.From = &all
 		gateway := gatewayKey(in.Gateway)
-		claimed := rules.OwnBoard(rules.OwnListeners(in.Gateway, in.Managed, in.Fragments))
-		var admitted []v1alpha1.ListenerFragment
-		for i := range in.Fragments {
-			lf := &in.Fragments[i]
+		claimed := rules.OwnBoard(rules.OwnListeners(in.Gateway, in.Managed, in.Sources))
+		var admitted []rules.Source
+		for i := range in.Sources {
+			src := &in.Sources[i]
+			lf := &v1alpha1.ListenerFragment{ObjectMeta: src.ObjectMeta, Spec: v1alpha1.ListenerFragmentSpec{ParentRef: src.ParentRef, Listeners: src.Listeners}}
 			if errs := webhook.CheckAgainstBoard(lf, gateway, claimed); len(errs) > 0 {
 				continue
 			}
-			admitted = append(admitted, *lf)
-			for _, l := range lf.Spec.Listeners {
-				claimed.Take(rules.Holder{Namespace: lf.Namespace, Fragment: lf.Name, Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)})
+			admitted = append(admitted, *src)
+			for _, l := range src.Listeners {
+				claimed.Take(rules.Holder{Namespace: src.Namespace, Fragment: src.Name, Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)})
 			}
 		}
-		in.Fragments = admitted
+		in.Sources = admitted
 		for _, o := range Fold(in).Outcomes {
 			switch o.Reason {
 			case gwv1.ListenerEntryReasonHostnameConflict, gwv1.ListenerEntryReasonProtocolConflict:

@@ -23,11 +23,12 @@ type Input struct {
 	// last time; they are not the Gateway's own even when no fragment wants
 	// them any more.
 	Managed sets.Set[gwv1.SectionName]
-	// Fragments are the fragments whose parentRef names the Gateway.
-	Fragments []v1alpha1.ListenerFragment
+	// Sources are the fragments and ListenerSets whose parentRef names the
+	// Gateway.
+	Sources []rules.Source
 	// Deleting are the sources of the Gateway being deleted, which a
 	// finalizer holds: nothing of theirs is folded, and their statuses say so.
-	Deleting []v1alpha1.ListenerFragment
+	Deleting []rules.Source
 	// NamespaceLabels are the labels of the fragments' namespaces, by name.
 	NamespaceLabels map[string]map[string]string
 	// Grants are the ReferenceGrants of every namespace a fragment's
@@ -97,83 +98,83 @@ type Outcome struct {
 // Folded reports whether the listener is on the Gateway.
 func (o Outcome) Folded() bool { return o.Reason == gwv1.ListenerEntryReasonAccepted }
 
-// Fold folds the fragments into the Gateway's listeners in ListenerSet
-// precedence: the Gateway's own listeners, then fragments oldest first, then
+// Fold folds the sources into the Gateway's listeners in ListenerSet
+// precedence: the Gateway's own listeners, then sources oldest first, then
 // by namespace/name. It is deterministic and does not depend on the order of
-// in.Fragments. The result never repeats a name or a tuple of another
+// in.Sources. The result never repeats a name or a tuple of another
 // listener, and never holds more than MaxListeners with the own listeners.
 func Fold(in Input) Result {
 	res := Result{Statuses: map[rules.SourceRef]v1alpha1.ListenerFragmentStatus{}, Withdrawn: map[WithdrawalKey]Withdrawal{}}
 	for i := range in.Deleting {
-		res.Statuses[keyOf(&in.Deleting[i])] = deleting(&in.Deleting[i])
+		res.Statuses[in.Deleting[i].Ref()] = deleting(&in.Deleting[i])
 	}
-	fragments := slices.Clone(in.Fragments)
-	rules.SortByPrecedence(fragments)
+	sources := slices.Clone(in.Sources)
+	rules.SortByPrecedence(sources)
 
 	if in.Gateway == nil {
-		for i := range fragments {
-			lf := &fragments[i]
-			res.Statuses[keyOf(lf)] = NotAccepted(lf, v1alpha1.FragmentReasonParentNotAccepted,
-				fmt.Sprintf("Gateway %s does not exist", rules.ParentOf(lf)))
+		for i := range sources {
+			src := &sources[i]
+			res.Statuses[src.Ref()] = NotAccepted(src, v1alpha1.FragmentReasonParentNotAccepted,
+				fmt.Sprintf("Gateway %s does not exist", src.Parent()))
 		}
 		return res
 	}
 
-	res.Own = rules.OwnListeners(in.Gateway, in.Managed, fragments)
-	var placeable []v1alpha1.ListenerFragment
-	for i := range fragments {
-		lf := &fragments[i]
+	res.Own = rules.OwnListeners(in.Gateway, in.Managed, sources)
+	var placeable []rules.Source
+	for i := range sources {
+		src := &sources[i]
 		// A sibling carries its head's allowedListeners; a namespace it does
 		// not admit learns nothing of the pool.
-		if allowed, why := rules.NamespaceAllowed(in.Gateway, lf.Namespace, in.NamespaceLabels[lf.Namespace]); !allowed {
-			res.Statuses[keyOf(lf)] = NotAccepted(lf, v1alpha1.FragmentReasonNotAllowed,
-				rules.NotAllowedMessage(gatewayKey(in.Gateway), lf.Namespace, why))
+		if allowed, why := rules.NamespaceAllowed(in.Gateway, src.Namespace, in.NamespaceLabels[src.Namespace]); !allowed {
+			res.Statuses[src.Ref()] = NotAccepted(src, v1alpha1.FragmentReasonNotAllowed,
+				rules.NotAllowedMessage(gatewayKey(in.Gateway), src.Namespace, why))
 			continue
 		}
 		if in.Head != nil {
-			res.Statuses[keyOf(lf)] = NotAccepted(lf, v1alpha1.FragmentReasonNotAllowed,
+			res.Statuses[src.Ref()] = NotAccepted(src, v1alpha1.FragmentReasonNotAllowed,
 				rules.SiblingMessage(types.NamespacedName{Namespace: in.Gateway.Namespace, Name: in.Gateway.Name}, *in.Head))
 			continue
 		}
-		if msg, rejected := in.Rejected[keyOf(lf)]; rejected {
-			res.Statuses[keyOf(lf)] = NotAccepted(lf, v1alpha1.FragmentReasonListenersNotValid,
-				fmt.Sprintf("The API server refused this %s's listeners on Gateway %s: %s", rules.KindOf(lf), gatewayKey(in.Gateway), msg))
+		if msg, rejected := in.Rejected[src.Ref()]; rejected {
+			res.Statuses[src.Ref()] = NotAccepted(src, v1alpha1.FragmentReasonListenersNotValid,
+				fmt.Sprintf("The API server refused this %s's listeners on Gateway %s: %s", src.Kind, gatewayKey(in.Gateway), msg))
 			continue
 		}
-		placeable = append(placeable, *lf)
+		placeable = append(placeable, *src)
 	}
 	if in.Head != nil {
 		res.Own = nil
 		return res
 	}
-	p := newPool(&in, res.Own, fragments, placeable)
+	p := newPool(&in, res.Own, sources, placeable)
 	rules.ReserveClaimed(p.board, placeable, in.Claims)
-	refused := refusalsOf(&in, rules.GeneratedNames(fragments))
+	refused := refusalsOf(&in, rules.GeneratedNames(sources))
 	for i := range placeable {
-		lf := &placeable[i]
-		withheld := withhold(&in, &res, lf, refused)
+		src := &placeable[i]
+		withheld := withhold(&in, &res, src, refused)
 		for j := range withheld {
-			if w, ok := res.Withdrawn[withdrawalKey(lf, lf.Spec.Listeners[j].Name)]; ok && !w.Retrying {
+			if w, ok := res.Withdrawn[withdrawalKey(src, src.Listeners[j].Name)]; ok && !w.Retrying {
 				// A withdrawn listener keeps its tuple while it waits.
-				p.board.Reserve(rules.HolderOf(lf, lf.Spec.Listeners[j]))
+				p.board.Reserve(rules.HolderOf(src.Ref(), src.Listeners[j]))
 			}
 		}
-		placements, r := p.place(lf, in.Grants, withheld)
+		placements, r := p.place(src, in.Grants, withheld)
 		outcomes := make([]Outcome, len(placements))
 		for j, pl := range placements {
-			outcomes[j] = Outcome{Fragment: keyOf(lf), Listener: lf.Spec.Listeners[j].Name, Reason: pl.Reason, Message: pl.Message}
-			if w, ok := res.Withdrawn[withdrawalKey(lf, lf.Spec.Listeners[j].Name)]; ok && !w.Retrying {
+			outcomes[j] = Outcome{Fragment: src.Ref(), Listener: src.Listeners[j].Name, Reason: pl.Reason, Message: pl.Message}
+			if w, ok := res.Withdrawn[withdrawalKey(src, src.Listeners[j].Name)]; ok && !w.Retrying {
 				outcomes[j].Refusal = w.Condition.Type
 			}
 			if pl.Placed() {
-				l := Listener(lf, lf.Spec.Listeners[j])
+				l := Listener(src, src.Listeners[j])
 				outcomes[j].Message = fmt.Sprintf("Folded into Gateway %s as listener %q", gatewayKey(r.gw), l.Name)
 				outcomes[j].Gateway, outcomes[j].GatewayListener = r.gw.Name, &l
 				r.listeners = append(r.listeners, l)
 			}
 		}
 		res.Outcomes = append(res.Outcomes, outcomes...)
-		res.Statuses[keyOf(lf)] = fragmentStatus(lf, r.gw, r.since, outcomes)
+		res.Statuses[src.Ref()] = fragmentStatus(src, r.gw, r.since, outcomes)
 	}
 	res.Listeners = p.rooms[0].listeners
 	res.Siblings = p.siblings()
@@ -197,11 +198,11 @@ func Handovers(in *Input, res Result) []Handover {
 	}
 	bySource := map[gwv1.SectionName]rules.SourceRef{}
 	wanted := sets.New[Handover]()
-	for i := range in.Fragments {
-		lf := &in.Fragments[i]
-		for _, l := range lf.Spec.Listeners {
-			bySource[rules.GatewayListenerName(lf, l.Name)] = keyOf(lf)
-			wanted.Insert(Handover{Tuple: rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple(), From: keyOf(lf)})
+	for i := range in.Sources {
+		src := &in.Sources[i]
+		for _, l := range src.Listeners {
+			bySource[rules.GatewayListenerName(src.Ref(), l.Name)] = src.Ref()
+			wanted.Insert(Handover{Tuple: rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple(), From: src.Ref()})
 		}
 	}
 	carried := map[rules.Tuple]rules.SourceRef{}
@@ -213,8 +214,8 @@ func Handovers(in *Input, res Result) []Handover {
 	}
 	for _, gw := range gateways {
 		for _, l := range gw.Spec.Listeners {
-			if src, ok := bySource[l.Name]; ok {
-				carried[rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()] = src
+			if from, ok := bySource[l.Name]; ok {
+				carried[rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()] = from
 			}
 		}
 	}
@@ -233,17 +234,15 @@ func Handovers(in *Input, res Result) []Handover {
 	return out
 }
 
-func keyOf(lf *v1alpha1.ListenerFragment) rules.SourceRef { return rules.RefOf(lf) }
-
 func gatewayKey(gw *gwv1.Gateway) string { return gw.Namespace + "/" + gw.Name }
 
-// Listener returns the Gateway listener a fragment's listener folds into:
-// named by v1alpha1.ListenerName, with namespace-relative references made
+// Listener returns the Gateway listener a source's listener folds into:
+// named by rules.GatewayListenerName, with namespace-relative references made
 // absolute, because on the Gateway they would resolve in its namespace.
-func Listener(lf *v1alpha1.ListenerFragment, e gwv1.ListenerEntry) gwv1.Listener {
+func Listener(src *rules.Source, e gwv1.ListenerEntry) gwv1.Listener {
 	e = *e.DeepCopy()
 	l := gwv1.Listener{
-		Name:          rules.GatewayListenerName(lf, e.Name),
+		Name:          rules.GatewayListenerName(src.Ref(), e.Name),
 		Hostname:      e.Hostname,
 		Port:          e.Port,
 		Protocol:      e.Protocol,
@@ -253,7 +252,7 @@ func Listener(lf *v1alpha1.ListenerFragment, e gwv1.ListenerEntry) gwv1.Listener
 	if l.TLS != nil {
 		for i := range l.TLS.CertificateRefs {
 			if ref := &l.TLS.CertificateRefs[i]; ref.Namespace == nil {
-				ns := gwv1.Namespace(lf.Namespace)
+				ns := gwv1.Namespace(src.Namespace)
 				ref.Namespace = &ns
 			}
 		}
@@ -269,7 +268,7 @@ func Listener(lf *v1alpha1.ListenerFragment, e gwv1.ListenerEntry) gwv1.Listener
 		// Same means the fragment's namespace, not the Gateway's.
 		from := gwv1.NamespacesFromSelector
 		rn.From = &from
-		rn.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: lf.Namespace}}
+		rn.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: src.Namespace}}
 	}
 	return l
 }

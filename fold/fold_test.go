@@ -29,11 +29,11 @@ var (
 )
 
 // fragment is ns/name created `age` seconds after the epoch.
-func fragment(ns, name string, created int, ls ...gwv1.ListenerEntry) v1alpha1.ListenerFragment {
-	return v1alpha1.ListenerFragment{
+func fragment(ns, name string, created int, ls ...gwv1.ListenerEntry) rules.Source {
+	return rules.FromFragment(&v1alpha1.ListenerFragment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 1, CreationTimestamp: metav1.NewTime(epoch.Add(time.Duration(created) * time.Second))},
 		Spec:       v1alpha1.ListenerFragmentSpec{ParentRef: gwv1.ParentGatewayReference{Name: "shared", Namespace: ptr.To(gwv1.Namespace("infra"))}, Listeners: ls},
-	}
+	})
 }
 
 func gateway(from gwv1.FromNamespaces, ls ...gwv1.Listener) *gwv1.Gateway {
@@ -72,7 +72,7 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 	https := func(name, host string) gwv1.ListenerEntry { return entry(name, 443, gwv1.HTTPSProtocolType, host) }
 	tests := map[string]struct {
 		gateway   *gwv1.Gateway
-		fragments []v1alpha1.ListenerFragment
+		fragments []rules.Source
 		// claims are admission's claims: tuple → holder "ns/name".
 		claims   map[rules.Tuple]types.NamespacedName
 		want     []string
@@ -80,7 +80,7 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 	}{
 		"the holder of a tuple's claim keeps it against an older fragment admitted later": {
 			gateway: gateway(gwv1.NamespacesFromAll),
-			fragments: []v1alpha1.ListenerFragment{
+			fragments: []rules.Source{
 				fragment("b", "squat", 0, entry("http", 8000, gwv1.HTTPProtocolType, "victim.example.com")),
 				fragment("a", "victim", 5, entry("http", 8000, gwv1.HTTPProtocolType, "victim.example.com")),
 			},
@@ -92,7 +92,7 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 		},
 		"a claimed tuple blocks another protocol group on its port": {
 			gateway: gateway(gwv1.NamespacesFromAll),
-			fragments: []v1alpha1.ListenerFragment{
+			fragments: []rules.Source{
 				fragment("b", "old", 0, entry("tcp", 8000, gwv1.TCPProtocolType, "")),
 				fragment("a", "holder", 5, entry("http", 8000, gwv1.HTTPProtocolType, "victim.example.com")),
 			},
@@ -103,7 +103,7 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 		},
 		"of two claims that cannot share a port, the first in precedence keeps it": {
 			gateway: gateway(gwv1.NamespacesFromAll),
-			fragments: []v1alpha1.ListenerFragment{
+			fragments: []rules.Source{
 				fragment("b", "x", 0, entry("tcp", 8000, gwv1.TCPProtocolType, "")),
 				fragment("a", "y", 5, entry("http", 8000, gwv1.HTTPProtocolType, "y.example.com")),
 			},
@@ -115,7 +115,7 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 		},
 		"a claim whose holder the Gateway does not admit reserves nothing": {
 			gateway: gateway(gwv1.NamespacesFromSame),
-			fragments: []v1alpha1.ListenerFragment{
+			fragments: []rules.Source{
 				fragment("infra", "f", 5, https("web", "app.example.com")),
 				fragment("shop", "gone", 0, https("web", "app.example.com")),
 			},
@@ -126,7 +126,7 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 		},
 		"values Gateway API disallows, stored past admission, are not folded": {
 			gateway: gateway(gwv1.NamespacesFromAll),
-			fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0,
+			fragments: []rules.Source{fragment("a", "f", 0,
 				entry("typo", 80, "http", "a.example.com"),
 				entry("ip", 80, gwv1.HTTPProtocolType, "1.2.3.4"),
 				entry("ok", 80, gwv1.HTTPProtocolType, "b.example.com"))},
@@ -135,7 +135,7 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 		},
 		"the Gateway's own listener beats a claim": {
 			gateway:   gateway(gwv1.NamespacesFromAll, own("main", 443, gwv1.HTTPSProtocolType, "app.example.com")),
-			fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0, https("web", "app.example.com"))},
+			fragments: []rules.Source{fragment("a", "f", 0, https("web", "app.example.com"))},
 			claims: map[rules.Tuple]types.NamespacedName{
 				rules.EntryOf(443, gwv1.HTTPSProtocolType, ptr.To(gwv1.Hostname("app.example.com"))).Tuple(): {Namespace: "a", Name: "f"},
 			},
@@ -143,7 +143,7 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 		},
 		"older fragment wins the tuple, later one is a hostname conflict": {
 			gateway: gateway(gwv1.NamespacesFromAll),
-			fragments: []v1alpha1.ListenerFragment{
+			fragments: []rules.Source{
 				fragment("b", "late", 5, https("web", "app.example.com")),
 				fragment("a", "early", 1, https("web", "app.example.com")),
 			},
@@ -152,7 +152,7 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 		},
 		"equal creation times fall back to namespace/name": {
 			gateway: gateway(gwv1.NamespacesFromAll),
-			fragments: []v1alpha1.ListenerFragment{
+			fragments: []rules.Source{
 				fragment("b", "x", 1, https("web", "app.example.com")),
 				fragment("a", "z", 1, https("web", "app.example.com")),
 			},
@@ -160,12 +160,12 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 		},
 		"the Gateway's own listener beats an older fragment": {
 			gateway:   gateway(gwv1.NamespacesFromAll, own("main", 443, gwv1.HTTPSProtocolType, "app.example.com")),
-			fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0, https("web", "app.example.com"))},
+			fragments: []rules.Source{fragment("a", "f", 0, https("web", "app.example.com"))},
 			want:      []string{"a/f/web: HostnameConflict"},
 		},
 		"HTTP on an HTTPS port is a protocol conflict, whatever the hostname": {
 			gateway: gateway(gwv1.NamespacesFromAll),
-			fragments: []v1alpha1.ListenerFragment{
+			fragments: []rules.Source{
 				fragment("a", "f", 0, https("web", "app.example.com")),
 				fragment("a", "g", 1, entry("web", 443, gwv1.HTTPProtocolType, "app.example.com")),
 			},
@@ -173,7 +173,7 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 		},
 		"UDP beside HTTPS is folded (HTTP/3)": {
 			gateway: gateway(gwv1.NamespacesFromAll),
-			fragments: []v1alpha1.ListenerFragment{
+			fragments: []rules.Source{
 				fragment("a", "f", 0, https("web", "app.example.com")),
 				fragment("a", "g", 1, entry("h3", 443, gwv1.UDPProtocolType, "")),
 			},
@@ -181,12 +181,12 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 		},
 		"HTTP on a TCP port is a protocol conflict": {
 			gateway:   gateway(gwv1.NamespacesFromAll, own("db", 5432, gwv1.TCPProtocolType, "")),
-			fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0, entry("web", 5432, gwv1.HTTPProtocolType, "app.example.com"))},
+			fragments: []rules.Source{fragment("a", "f", 0, entry("web", 5432, gwv1.HTTPProtocolType, "app.example.com"))},
 			want:      []string{"a/f/web: ProtocolConflict"},
 		},
 		"TCP and UDP share a port, a second TCP listener does not": {
 			gateway: gateway(gwv1.NamespacesFromAll, own("dns", 53, gwv1.UDPProtocolType, "")),
-			fragments: []v1alpha1.ListenerFragment{
+			fragments: []rules.Source{
 				fragment("a", "f", 0, entry("dns", 53, gwv1.TCPProtocolType, "")),
 				fragment("a", "g", 1, entry("dns", 53, gwv1.TCPProtocolType, "")),
 			},
@@ -194,12 +194,12 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 		},
 		"a missing hostname differs from a set one": {
 			gateway:   gateway(gwv1.NamespacesFromAll, own("catch-all", 443, gwv1.HTTPSProtocolType, "")),
-			fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0, https("web", "app.example.com"))},
+			fragments: []rules.Source{fragment("a", "f", 0, https("web", "app.example.com"))},
 			want:      []string{"a/f/web: Accepted"},
 		},
 		"within a fragment the earlier listener wins and the fragment is still accepted": {
 			gateway:   gateway(gwv1.NamespacesFromAll),
-			fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0, https("one", "app.example.com"), entry("two", 443, gwv1.TLSProtocolType, "app.example.com"))},
+			fragments: []rules.Source{fragment("a", "f", 0, https("one", "app.example.com"), entry("two", 443, gwv1.TLSProtocolType, "app.example.com"))},
 			want:      []string{"a/f/one: Accepted", "a/f/two: HostnameConflict"},
 			accepted:  map[string]string{"a/f": "True/Accepted"},
 		},
@@ -208,17 +208,17 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 				gw := gateway(gwv1.NamespacesFromAll, own(string(v1alpha1.ListenerName("a", "gone", "web")), 443, gwv1.HTTPSProtocolType, "app.example.com"))
 				return gw
 			}(),
-			fragments: []v1alpha1.ListenerFragment{fragment("a", "new", 9, https("web", "app.example.com"))},
+			fragments: []rules.Source{fragment("a", "new", 9, https("web", "app.example.com"))},
 			want:      []string{"a/new/web: Accepted"},
 		},
 		"from None, the default, admits nobody": {
 			gateway:   gateway(gwv1.NamespacesFromNone),
-			fragments: []v1alpha1.ListenerFragment{fragment("infra", "f", 0, https("web", "a.example.com"))},
+			fragments: []rules.Source{fragment("infra", "f", 0, https("web", "a.example.com"))},
 			accepted:  map[string]string{"infra/f": "False/NotAllowed"},
 		},
 		"from Same admits only the Gateway's namespace": {
 			gateway: gateway(gwv1.NamespacesFromSame),
-			fragments: []v1alpha1.ListenerFragment{
+			fragments: []rules.Source{
 				fragment("infra", "f", 0, https("web", "a.example.com")),
 				fragment("shop", "f", 0, https("web", "b.example.com")),
 			},
@@ -231,7 +231,7 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 				gw.Spec.AllowedListeners.Namespaces.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"gateway-access": "shared"}}
 				return gw
 			}(),
-			fragments: []v1alpha1.ListenerFragment{
+			fragments: []rules.Source{
 				fragment("shop", "f", 0, https("web", "a.example.com")),
 				fragment("blog", "f", 0, https("web", "b.example.com")),
 			},
@@ -246,7 +246,7 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 				}
 				return gateway(gwv1.NamespacesFromAll, ls...)
 			}(),
-			fragments: []v1alpha1.ListenerFragment{
+			fragments: []rules.Source{
 				fragment("a", "big", 0, https("one", "a.example.com"), https("two", "b.example.com"), https("three", "c.example.com")),
 				fragment("a", "small", 1, https("one", "d.example.com"), https("two", "e.example.com")),
 				fragment("a", "late", 2, https("one", "f.example.com")),
@@ -263,7 +263,7 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 			in := Input{
 				Gateway:         tc.gateway,
 				Managed:         sets.New(v1alpha1.ListenerName("a", "gone", "web")),
-				Fragments:       tc.fragments,
+				Sources:         tc.fragments,
 				NamespaceLabels: map[string]map[string]string{"shop": {"gateway-access": "shared"}, "blog": {}},
 				Claims:          tc.claims,
 			}
@@ -283,7 +283,7 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 }
 
 func TestFoldWithoutGateway(t *testing.T) {
-	r := Fold(Input{Fragments: []v1alpha1.ListenerFragment{fragment("a", "f", 0, entry("web", 80, gwv1.HTTPProtocolType, ""))}})
+	r := Fold(Input{Sources: []rules.Source{fragment("a", "f", 0, entry("web", 80, gwv1.HTTPProtocolType, ""))}})
 	if len(r.Listeners) != 0 {
 		t.Errorf("Folded %d listeners into a missing Gateway", len(r.Listeners))
 	}
@@ -318,7 +318,7 @@ func TestFoldedListener(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Folded listener (-want +got):\n%s", diff)
 	}
-	if lf.Spec.Listeners[0].TLS.CertificateRefs[0].Namespace != nil {
+	if lf.Listeners[0].TLS.CertificateRefs[0].Namespace != nil {
 		t.Errorf("Folding changed the fragment's own spec")
 	}
 }
@@ -327,7 +327,7 @@ func TestFoldStatusMirrorsGateway(t *testing.T) {
 	lf := fragment("shop", "checkout", 0, entry("web", 443, gwv1.HTTPSProtocolType, "app.example.com"))
 	lf.Generation = 3
 	name := v1alpha1.ListenerName("shop", "checkout", "web")
-	folded := Listener(&lf, lf.Spec.Listeners[0])
+	folded := Listener(&lf, lf.Listeners[0])
 	reported := func(observed int64) []gwv1.ListenerStatus {
 		return []gwv1.ListenerStatus{{
 			Name:           name,
@@ -375,7 +375,7 @@ func TestFoldStatusMirrorsGateway(t *testing.T) {
 			gw := gateway(gwv1.NamespacesFromAll, tc.spec...)
 			gw.Generation = 7
 			gw.Status.Listeners = reported(tc.observed)
-			in := Input{Gateway: gw, Fragments: []v1alpha1.ListenerFragment{lf}, Managed: sets.New(folded.Name), CarriedSince: map[gwv1.SectionName]int64{folded.Name: tc.since}}
+			in := Input{Gateway: gw, Sources: []rules.Source{lf}, Managed: sets.New(folded.Name), CarriedSince: map[gwv1.SectionName]int64{folded.Name: tc.since}}
 			st := Fold(in).Statuses[fragmentKey("shop", "checkout")]
 			if diff := cmp.Diff([]v1alpha1.ListenerStatus{tc.want}, st.Listeners); diff != "" {
 				t.Errorf("Listener status (-want +got):\n%s", diff)
@@ -387,7 +387,7 @@ func TestFoldStatusMirrorsGateway(t *testing.T) {
 func TestFoldWithdrawsListenersTheImplementationRefuses(t *testing.T) {
 	lf := fragment("shop", "checkout", 0, entry("web", 8000, gwv1.HTTPProtocolType, "a.example.com"), entry("api", 8000, gwv1.HTTPProtocolType, "b.example.com"))
 	lf.UID, lf.Generation = "u1", 2
-	web, api := Listener(&lf, lf.Spec.Listeners[0]), Listener(&lf, lf.Spec.Listeners[1])
+	web, api := Listener(&lf, lf.Listeners[0]), Listener(&lf, lf.Listeners[1])
 	key := withdrawalKey(&lf, "web")
 	withdrawnMsg := "The implementation of Gateway infra/shared refused it (UnsupportedProtocol: Unsupported listener protocol), so gatefold withdrew it"
 	unsupported := metav1.Condition{Type: "Accepted", Reason: "UnsupportedProtocol", Message: withdrawnMsg}
@@ -519,7 +519,7 @@ func TestFoldWithdrawsListenersTheImplementationRefuses(t *testing.T) {
 			gw := gateway(gwv1.NamespacesFromAll, append([]gwv1.Listener{own("own", 9000, gwv1.HTTPProtocolType, "")}, tc.carried...)...)
 			gw.Generation = 4
 			gw.Status.Listeners, gw.Status.Conditions = tc.reported, tc.gateway
-			lf := *lf.DeepCopy()
+			lf := lf
 			if tc.status != nil {
 				lf.Status = *tc.status
 			}
@@ -531,7 +531,7 @@ func TestFoldWithdrawsListenersTheImplementationRefuses(t *testing.T) {
 					withdrawn[k] = w
 				}
 			}
-			in := Input{Gateway: gw, Fragments: []v1alpha1.ListenerFragment{lf}, Managed: sets.New(web.Name, api.Name),
+			in := Input{Gateway: gw, Sources: []rules.Source{lf}, Managed: sets.New(web.Name, api.Name),
 				Withdrawn: withdrawn, Now: epoch}
 			res := Fold(in)
 			names := []gwv1.SectionName{"own"}
@@ -569,7 +569,7 @@ func TestFoldKeepsAWithdrawnListenersTupleWhileItWaits(t *testing.T) {
 	withdrawn.UID = "u1"
 	later := fragment("blog", "later", 5, entry("web", 8000, gwv1.HTTPProtocolType, "a.example.com"))
 	key := withdrawalKey(&withdrawn, "web")
-	res := Fold(Input{Gateway: gateway(gwv1.NamespacesFromAll), Fragments: []v1alpha1.ListenerFragment{withdrawn, later}, Now: epoch,
+	res := Fold(Input{Gateway: gateway(gwv1.NamespacesFromAll), Sources: []rules.Source{withdrawn, later}, Now: epoch,
 		Withdrawn: map[WithdrawalKey]Withdrawal{key: {Since: epoch, Condition: metav1.Condition{Type: "Accepted", Reason: "PortUnavailable", Message: "refused"}, Attempts: 1}}})
 	if diff := cmp.Diff([]string{"shop/first/web: PortUnavailable", "blog/later/web: HostnameConflict"}, outcomes(res)); diff != "" {
 		t.Errorf("Outcomes (-want +got):\n%s", diff)
@@ -590,7 +590,7 @@ func listenerCondition(st v1alpha1.ListenerFragmentStatus, listener, typ string)
 func TestFoldReportsDeletingSources(t *testing.T) {
 	gone := fragment("shop", "gone", 0, entry("web", 443, gwv1.HTTPSProtocolType, "app.example.com"))
 	gone.DeletionTimestamp = ptr.To(metav1.NewTime(epoch))
-	res := Fold(Input{Gateway: gateway(gwv1.NamespacesFromAll), Deleting: []v1alpha1.ListenerFragment{gone}})
+	res := Fold(Input{Gateway: gateway(gwv1.NamespacesFromAll), Deleting: []rules.Source{gone}})
 	if len(res.Listeners) != 0 {
 		t.Errorf("Folded %d listeners of a fragment being deleted", len(res.Listeners))
 	}
@@ -604,7 +604,7 @@ func TestFoldReportsDeletingSources(t *testing.T) {
 }
 
 func TestFoldConflictMessageKeepsOtherTenantsPrivate(t *testing.T) {
-	r := Fold(Input{Gateway: gateway(gwv1.NamespacesFromAll), Fragments: []v1alpha1.ListenerFragment{
+	r := Fold(Input{Gateway: gateway(gwv1.NamespacesFromAll), Sources: []rules.Source{
 		fragment("bank", "secret-project", 0, entry("web", 443, gwv1.HTTPSProtocolType, "app.example.com")),
 		fragment("shop", "checkout", 1, entry("web", 443, gwv1.HTTPSProtocolType, "app.example.com")),
 	}})
@@ -625,7 +625,7 @@ func checkInvariants(t *testing.T, in Input, r Result) {
 		}
 		return
 	}
-	ownLs := rules.OwnListeners(in.Gateway, in.Managed, in.Fragments)
+	ownLs := rules.OwnListeners(in.Gateway, in.Managed, in.Sources)
 	if in.Pool == nil && len(r.Siblings) > 0 {
 		t.Fatalf("A Gateway that heads no pool got %d siblings", len(r.Siblings))
 	}
@@ -640,7 +640,7 @@ func checkInvariants(t *testing.T, in Input, r Result) {
 	extra := map[string]int{}
 	if in.Pool != nil {
 		for _, s := range in.Pool.Siblings {
-			for _, l := range rules.OwnListeners(s.Gateway, s.Managed, in.Fragments) {
+			for _, l := range rules.OwnListeners(s.Gateway, s.Managed, in.Sources) {
 				extra[s.Gateway.Name]++
 				held = append(held, rules.Holder{Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)})
 			}
@@ -669,8 +669,8 @@ func checkInvariants(t *testing.T, in Input, r Result) {
 			held = append(held, rules.Holder{Listener: l.Name, Entry: e})
 		}
 	}
-	for _, lf := range in.Fragments {
-		if _, ok := r.Statuses[keyOf(&lf)]; !ok {
+	for _, lf := range in.Sources {
+		if _, ok := r.Statuses[lf.Ref()]; !ok {
 			t.Fatalf("Fragment %s/%s has no status", lf.Namespace, lf.Name)
 		}
 	}
@@ -741,7 +741,7 @@ func fuzzInput(data []byte) Input {
 		for j := range 1 + next()%4 {
 			ls = append(ls, listener(fmt.Sprintf("l%d", j)))
 		}
-		in.Fragments = append(in.Fragments, fragment(namespaces[next()%len(namespaces)], fmt.Sprintf("f%d", i), next()%4, ls...))
+		in.Sources = append(in.Sources, fragment(namespaces[next()%len(namespaces)], fmt.Sprintf("f%d", i), next()%4, ls...))
 	}
 	if in.Gateway != nil && next()%3 == 0 {
 		// A pool whose sibling carries some fragments' listeners, as an
@@ -750,15 +750,15 @@ func fuzzInput(data []byte) Input {
 		sib := gateway(gwv1.NamespacesFromAll)
 		sib.Name = rules.SiblingName(in.Gateway.Name, 2)
 		managed := sets.New[gwv1.SectionName]()
-		for _, lf := range in.Fragments {
-			for _, l := range lf.Spec.Listeners {
+		for _, lf := range in.Sources {
+			for _, l := range lf.Listeners {
 				switch next() % 4 {
 				case 0:
 					sib.Spec.Listeners = append(sib.Spec.Listeners, Listener(&lf, l))
-					managed.Insert(rules.GatewayListenerName(&lf, l.Name))
+					managed.Insert(rules.GatewayListenerName(lf.Ref(), l.Name))
 				case 1:
 					in.Gateway.Spec.Listeners = append(in.Gateway.Spec.Listeners, Listener(&lf, l))
-					in.Managed.Insert(rules.GatewayListenerName(&lf, l.Name))
+					in.Managed.Insert(rules.GatewayListenerName(lf.Ref(), l.Name))
 				}
 			}
 		}
@@ -784,8 +784,8 @@ func FuzzFold(f *testing.F) {
 			t.Fatalf("Fold is not deterministic:\n%s", diff)
 		}
 		rev := in
-		rev.Fragments = slices.Clone(in.Fragments)
-		slices.Reverse(rev.Fragments)
+		rev.Sources = slices.Clone(in.Sources)
+		slices.Reverse(rev.Sources)
 		if diff := cmp.Diff(r, Fold(rev)); diff != "" {
 			t.Fatalf("Fold depends on the order of its input:\n%s", diff)
 		}
@@ -806,7 +806,7 @@ func BenchmarkFold(b *testing.B) {
 	for _, n := range []int{63, 1000} {
 		in := Input{Gateway: gateway(gwv1.NamespacesFromAll, own("http", 80, gwv1.HTTPProtocolType, "")), Managed: sets.New[gwv1.SectionName]()}
 		for i := range n {
-			in.Fragments = append(in.Fragments, fragment("shop", fmt.Sprintf("f%d", i), i, entry("web", 443, gwv1.HTTPSProtocolType, fmt.Sprintf("f%d.example.com", i))))
+			in.Sources = append(in.Sources, fragment("shop", fmt.Sprintf("f%d", i), i, entry("web", 443, gwv1.HTTPSProtocolType, fmt.Sprintf("f%d.example.com", i))))
 		}
 		b.Run(fmt.Sprintf("fragments=%d", n), func(b *testing.B) {
 			for range b.N {
@@ -835,7 +835,7 @@ func TestFoldChecksReferenceGrants(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			r := Fold(Input{Gateway: gateway(gwv1.NamespacesFromAll), Grants: tc.grants, Fragments: []v1alpha1.ListenerFragment{
+			r := Fold(Input{Gateway: gateway(gwv1.NamespacesFromAll), Grants: tc.grants, Sources: []rules.Source{
 				fragment("shop", "f", 0, withCert("certs")),
 				fragment("shop", "g", 1, withCert("shop")),
 			}})
@@ -856,7 +856,7 @@ func TestFoldChecksReferenceGrants(t *testing.T) {
 }
 
 func TestFoldConflictedListenerSaysTheConflictEverywhere(t *testing.T) {
-	r := Fold(Input{Gateway: gateway(gwv1.NamespacesFromAll, own("main", 443, gwv1.HTTPSProtocolType, "app.example.com")), Fragments: []v1alpha1.ListenerFragment{
+	r := Fold(Input{Gateway: gateway(gwv1.NamespacesFromAll, own("main", 443, gwv1.HTTPSProtocolType, "app.example.com")), Sources: []rules.Source{
 		fragment("shop", "f", 0, entry("web", 443, gwv1.HTTPSProtocolType, "app.example.com")),
 	}})
 	ls := r.Statuses[fragmentKey("shop", "f")].Listeners[0]
@@ -872,7 +872,7 @@ func TestFoldConflictedListenerSaysTheConflictEverywhere(t *testing.T) {
 }
 
 func TestFoldLeavesOutRejectedFragments(t *testing.T) {
-	in := Input{Gateway: gateway(gwv1.NamespacesFromAll), Fragments: []v1alpha1.ListenerFragment{
+	in := Input{Gateway: gateway(gwv1.NamespacesFromAll), Sources: []rules.Source{
 		fragment("shop", "f", 0, entry("web", 443, gwv1.HTTPSProtocolType, "a.example.com")),
 		fragment("shop", "g", 1, entry("web", 443, gwv1.HTTPSProtocolType, "b.example.com")),
 	}, Rejected: map[rules.SourceRef]string{fragmentKey("shop", "f"): "denied by policy no-a"}}
@@ -892,16 +892,16 @@ func fragmentKey(ns, name string) rules.SourceRef {
 
 // listenerSet is a ListenerSet ns/name created `created` seconds after the
 // epoch, as the fold reads it.
-func listenerSet(ns, name string, created int, ls ...gwv1.ListenerEntry) v1alpha1.ListenerFragment {
+func listenerSet(ns, name string, created int, ls ...gwv1.ListenerEntry) rules.Source {
 	f := fragment(ns, name, created, ls...)
-	return rules.FromListenerSet(&gwv1.ListenerSet{ObjectMeta: f.ObjectMeta, Spec: gwv1.ListenerSetSpec{ParentRef: f.Spec.ParentRef, Listeners: ls}})
+	return rules.FromListenerSet(&gwv1.ListenerSet{ObjectMeta: f.ObjectMeta, Spec: gwv1.ListenerSetSpec{ParentRef: f.ParentRef, Listeners: ls}})
 }
 
 func TestFoldOrdersListenerSetsAndFragmentsAsOne(t *testing.T) {
 	host := func(h string) gwv1.ListenerEntry { return entry("web", 80, gwv1.HTTPProtocolType, h) }
 	in := Input{
 		Gateway: gateway(gwv1.NamespacesFromAll, own("own", 80, gwv1.HTTPProtocolType, "own.example.com")),
-		Fragments: []v1alpha1.ListenerFragment{
+		Sources: []rules.Source{
 			// A ListenerSet and a fragment of one name, neither conflicting.
 			listenerSet("shop", "app", 0, host("set.example.com")),
 			fragment("shop", "app", 0, host("fragment.example.com")),
@@ -971,7 +971,7 @@ func TestFoldChecksListenerSetGrantsByKind(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := Fold(Input{
 				Gateway:         gateway(gwv1.NamespacesFromAll),
-				Fragments:       []v1alpha1.ListenerFragment{listenerSet("shop", "app", 0, e)},
+				Sources:         []rules.Source{listenerSet("shop", "app", 0, e)},
 				NamespaceLabels: map[string]map[string]string{"shop": {}},
 				Grants:          map[string][]gwv1.ReferenceGrant{"certs": {tc.grant}},
 			})
@@ -989,7 +989,7 @@ func TestHandoversNameTheSourceThatLostATuple(t *testing.T) {
 	squat := fragment("b", "squat", 0, entry("http", 8000, gwv1.HTTPProtocolType, "victim.example.com"))
 	victim := fragment("a", "victim", 5, entry("http", 8000, gwv1.HTTPProtocolType, "victim.example.com"))
 	tuple := rules.EntryOf(8000, gwv1.HTTPProtocolType, ptr.To(gwv1.Hostname("victim.example.com"))).Tuple()
-	carried := Listener(&victim, victim.Spec.Listeners[0])
+	carried := Listener(&victim, victim.Listeners[0])
 	tests := map[string]struct {
 		claims map[rules.Tuple]types.NamespacedName
 		// moved: the victim changed its hostname since the Gateway got it.
@@ -997,7 +997,7 @@ func TestHandoversNameTheSourceThatLostATuple(t *testing.T) {
 		want  []Handover
 	}{
 		"the older fragment takes the tuple by precedence": {
-			want: []Handover{{Tuple: tuple, From: keyOf(&victim), To: keyOf(&squat)}},
+			want: []Handover{{Tuple: tuple, From: victim.Ref(), To: squat.Ref()}},
 		},
 		"the claim holder keeps it": {
 			claims: map[rules.Tuple]types.NamespacedName{tuple: {Namespace: "a", Name: "victim"}},
@@ -1008,12 +1008,13 @@ func TestHandoversNameTheSourceThatLostATuple(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			victim := *victim.DeepCopy()
+			victim := victim
+			victim.Listeners = slices.Clone(victim.Listeners)
 			if tc.moved {
-				victim.Spec.Listeners[0].Hostname = ptr.To(gwv1.Hostname("elsewhere.example.com"))
+				victim.Listeners[0].Hostname = ptr.To(gwv1.Hostname("elsewhere.example.com"))
 			}
 			in := Input{Gateway: gateway(gwv1.NamespacesFromAll, own("own", 80, gwv1.HTTPProtocolType, ""), carried), Managed: sets.New(carried.Name),
-				Fragments: []v1alpha1.ListenerFragment{squat, victim}, Claims: tc.claims}
+				Sources: []rules.Source{squat, victim}, Claims: tc.claims}
 			if diff := cmp.Diff(tc.want, Handovers(&in, Fold(in))); diff != "" {
 				t.Errorf("Handovers (-want +got):\n%s", diff)
 			}

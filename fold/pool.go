@@ -6,7 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/rules"
 )
 
@@ -90,7 +89,7 @@ type stay struct {
 // newPool makes the pool of one fold: sources are all the Gateway's sources
 // (their listener names are not a sibling's own), placeable those the fold
 // places, in precedence order.
-func newPool(in *Input, own []gwv1.Listener, sources, placeable []v1alpha1.ListenerFragment) *pool {
+func newPool(in *Input, own []gwv1.Listener, sources, placeable []rules.Source) *pool {
 	head := &room{gw: in.Gateway, exists: true, managed: in.Managed, since: in.CarriedSince, taken: len(own)}
 	p := &pool{board: rules.OwnBoard(own), rooms: []*room{head}, head: in.Gateway, own: len(own)}
 	if in.Pool == nil {
@@ -111,7 +110,7 @@ func newPool(in *Input, own []gwv1.Listener, sources, placeable []v1alpha1.Liste
 	// its sources carry (the head's own listeners grew), its youngest ones
 	// lose their place, and move as new ones would.
 	for i := range placeable {
-		key := rules.RefOf(&placeable[i])
+		key := placeable[i].Ref()
 		if s, ok := p.stays[key]; ok {
 			if r := p.rooms[s.room]; r.taken+r.reserved+s.carried.Len() > rules.MaxListeners {
 				delete(p.stays, key)
@@ -125,7 +124,7 @@ func newPool(in *Input, own []gwv1.Listener, sources, placeable []v1alpha1.Liste
 
 // stays finds, for every source, the room that carries most of its
 // listeners now (the first of equals).
-func stays(rooms []*room, sources []v1alpha1.ListenerFragment) map[rules.SourceRef]stay {
+func stays(rooms []*room, sources []rules.Source) map[rules.SourceRef]stay {
 	on := map[gwv1.SectionName]int{}
 	for i, r := range rooms {
 		for _, l := range r.gw.Spec.Listeners {
@@ -136,10 +135,10 @@ func stays(rooms []*room, sources []v1alpha1.ListenerFragment) map[rules.SourceR
 	}
 	out := map[rules.SourceRef]stay{}
 	for i := range sources {
-		lf := &sources[i]
+		src := &sources[i]
 		carried := map[int]sets.Set[gwv1.SectionName]{}
-		for _, l := range lf.Spec.Listeners {
-			if r, ok := on[rules.GatewayListenerName(lf, l.Name)]; ok {
+		for _, l := range src.Listeners {
+			if r, ok := on[rules.GatewayListenerName(src.Ref(), l.Name)]; ok {
 				if carried[r] == nil {
 					carried[r] = sets.New[gwv1.SectionName]()
 				}
@@ -153,7 +152,7 @@ func stays(rooms []*room, sources []v1alpha1.ListenerFragment) map[rules.SourceR
 			}
 		}
 		if best >= 0 {
-			out[rules.RefOf(lf)] = stay{room: best, carried: carried[best]}
+			out[src.Ref()] = stay{room: best, carried: carried[best]}
 		}
 	}
 	return out
@@ -162,12 +161,12 @@ func stays(rooms []*room, sources []v1alpha1.ListenerFragment) map[rules.SourceR
 // place places a source's listeners, but those withheld (by index), and
 // returns what became of each, and the room it landed in (the head when
 // none landed).
-func (p *pool) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant, withheld map[int]rules.Placement) ([]rules.Placement, *room) {
+func (p *pool) place(src *rules.Source, grants map[string][]gwv1.ReferenceGrant, withheld map[int]rules.Placement) ([]rules.Placement, *room) {
 	if !p.pooled {
-		return p.board.PlaceWithout(lf, grants, gatewayKey(p.head), withheld), p.rooms[0]
+		return p.board.PlaceWithout(src, grants, gatewayKey(p.head), withheld), p.rooms[0]
 	}
-	t := p.board.Try(lf, grants, gatewayKey(p.head), withheld)
-	s, stays := p.stays[rules.RefOf(lf)]
+	t := p.board.Try(src, grants, gatewayKey(p.head), withheld)
+	s, stays := p.stays[src.Ref()]
 	if stays {
 		p.rooms[s.room].reserved -= s.carried.Len()
 	}
@@ -179,50 +178,50 @@ func (p *pool) place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Ref
 		// what it carries there, so its traffic is never cut over.
 		r := p.rooms[s.room]
 		if len(t.Fits) <= r.free() {
-			return p.commit(lf, t, t.Fits, s.room), r
+			return p.commit(src, t, t.Fits, s.room), r
 		}
 		var kept []int
 		for _, i := range t.Fits {
-			if s.carried.Has(lf.Spec.Listeners[i].Name) {
+			if s.carried.Has(src.Listeners[i].Name) {
 				kept = append(kept, i)
 			}
 		}
 		if len(kept) > 0 && len(kept) <= r.free() {
 			t.NoRoom(fmt.Sprintf("Gateway %s, which carries this %s's other listeners, has no room for %d more and a folded %s never moves: put them in a new %s, or free room there",
-				gatewayKey(r.gw), rules.KindOf(lf), len(t.Fits)-len(kept), rules.KindOf(lf), rules.KindOf(lf)))
-			return p.commit(lf, t, kept, s.room), r
+				gatewayKey(r.gw), src.Kind, len(t.Fits)-len(kept), src.Kind, src.Kind))
+			return p.commit(src, t, kept, s.room), r
 		}
 		// None of what it carries is still wanted (its listeners were
 		// renamed or now conflict): it is placed as a new source.
 	}
 	need := len(t.Fits)
 	// Counted as admission and the claims count it: every listener.
-	if msg := rules.NeverFits(rules.KindOf(lf), len(lf.Spec.Listeners), p.own, gatewayKey(p.head), true); msg != "" && rules.KindOf(lf) != rules.KindListenerSet {
+	if msg := rules.NeverFits(src.Kind, len(src.Listeners), p.own, gatewayKey(p.head), true); msg != "" && src.Kind != rules.KindListenerSet {
 		return t.NoRoom(msg), p.rooms[0]
 	}
 	candidates := len(p.rooms)
-	if rules.KindOf(lf) == rules.KindListenerSet || p.draining {
+	if src.Kind == rules.KindListenerSet || p.draining {
 		// A ListenerSet's listeners belong to the Gateway it names; and
 		// once the head is unmarked, what is new lands on it alone.
 		candidates = 1
 	}
 	for i := range candidates {
 		if need <= p.rooms[i].free() {
-			return p.commit(lf, t, t.Fits, i), p.rooms[i]
+			return p.commit(src, t, t.Fits, i), p.rooms[i]
 		}
 	}
 	switch {
-	case rules.KindOf(lf) == rules.KindListenerSet:
+	case src.Kind == rules.KindListenerSet:
 		return t.NoRoom(fmt.Sprintf("Gateway %s has %d of its %d listeners taken and this ListenerSet needs %d; a pool spreads no ListenerSet: remove listeners, or use ListenerFragments",
 			gatewayKey(p.head), p.rooms[0].taken+p.rooms[0].reserved, rules.MaxListeners, need)), p.rooms[0]
 	case p.draining:
-		return t.NoRoom(rules.TooManyListenersMessage(gatewayKey(p.head), p.rooms[0].taken+p.rooms[0].reserved, rules.KindOf(lf), need)), p.rooms[0]
+		return t.NoRoom(rules.TooManyListenersMessage(gatewayKey(p.head), p.rooms[0].taken+p.rooms[0].reserved, src.Kind, need)), p.rooms[0]
 	case p.noGrowth != "":
 		return t.NoRoom(fmt.Sprintf("The %d Gateways of the pool of %s have no room for this %s's %d listeners, and the pool does not grow: %s",
-			len(p.rooms), gatewayKey(p.head), rules.KindOf(lf), need, p.noGrowth)), p.rooms[0]
+			len(p.rooms), gatewayKey(p.head), src.Kind, need, p.noGrowth)), p.rooms[0]
 	}
 	i := p.grow()
-	return p.commit(lf, t, t.Fits, i), p.rooms[i]
+	return p.commit(src, t, t.Fits, i), p.rooms[i]
 }
 
 // grow adds a room for a sibling to create, named by the first number free.
@@ -241,9 +240,9 @@ func (p *pool) grow() int {
 	return len(p.rooms) - 1
 }
 
-func (p *pool) commit(lf *v1alpha1.ListenerFragment, t rules.Trial, fits []int, i int) []rules.Placement {
+func (p *pool) commit(src *rules.Source, t rules.Trial, fits []int, i int) []rules.Placement {
 	p.rooms[i].taken += len(fits)
-	return p.board.Commit(lf, t, fits)
+	return p.board.Commit(src, t, fits)
 }
 
 // siblings returns what the fold decided for every sibling, in pool order.

@@ -26,8 +26,8 @@ func poolHead() *gwv1.Gateway {
 
 // routes are n one-listener HTTPS fragments, the i-th created at second
 // first+i.
-func routes(first, n int) []v1alpha1.ListenerFragment {
-	var out []v1alpha1.ListenerFragment
+func routes(first, n int) []rules.Source {
+	var out []rules.Source
 	for i := first; i < first+n; i++ {
 		out = append(out, fragment("shop", fmt.Sprintf("r%04d", i), i, entry("web", 443, gwv1.HTTPSProtocolType, fmt.Sprintf("r%04d.example.com", i))))
 	}
@@ -36,14 +36,14 @@ func routes(first, n int) []v1alpha1.ListenerFragment {
 
 // carrying returns a Gateway of the pool that carries the fragments'
 // listeners as an earlier fold left them, and its managed set.
-func carrying(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], fragments ...v1alpha1.ListenerFragment) (*gwv1.Gateway, sets.Set[gwv1.SectionName]) {
+func carrying(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], fragments ...rules.Source) (*gwv1.Gateway, sets.Set[gwv1.SectionName]) {
 	if managed == nil {
 		managed = sets.New[gwv1.SectionName]()
 	}
 	for _, lf := range fragments {
-		for _, l := range lf.Spec.Listeners {
+		for _, l := range lf.Listeners {
 			gw.Spec.Listeners = append(gw.Spec.Listeners, Listener(&lf, l))
-			managed.Insert(rules.GatewayListenerName(&lf, l.Name))
+			managed.Insert(rules.GatewayListenerName(lf.Ref(), l.Name))
 		}
 	}
 	return gw, managed
@@ -86,7 +86,7 @@ func TestPoolPlacement(t *testing.T) {
 	}{
 		"1,000 one-listener fragments fill ⌈1000/63⌉ Gateways in order, none stuck": {
 			input: func() Input {
-				return Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Pool: &Pool{Names: sets.New("shared")}, Fragments: routes(0, 1000)}
+				return Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Pool: &Pool{Names: sets.New("shared")}, Sources: routes(0, 1000)}
 			},
 			per: func() map[string]int {
 				m := map[string]int{"shared": 63}
@@ -103,7 +103,7 @@ func TestPoolPlacement(t *testing.T) {
 				head, managed := carrying(poolHead(), nil, routes(1, 63)...)
 				sib, sibManaged := carrying(sibling(2), sets.New[gwv1.SectionName]("http"), routes(64, 2)...)
 				// r0000 is older than all, and new: it must not push r0063 out.
-				return Input{Gateway: head, Managed: managed, Fragments: routes(0, 66),
+				return Input{Gateway: head, Managed: managed, Sources: routes(0, 66),
 					Pool: &Pool{Names: sets.New("shared", "shared-2"), Siblings: []Sibling{{Gateway: sib, Managed: sibManaged}}}}
 			},
 			per:    map[string]int{"shared": 63, "shared-2": 3},
@@ -112,11 +112,11 @@ func TestPoolPlacement(t *testing.T) {
 		"room a deleted fragment freed is taken by the next new one": {
 			input: func() Input {
 				all := routes(0, 70)
-				kept := append(append([]v1alpha1.ListenerFragment{}, all[:10]...), all[11:63]...) // r0010 deleted
+				kept := append(append([]rules.Source{}, all[:10]...), all[11:63]...) // r0010 deleted
 				head, managed := carrying(poolHead(), nil, kept...)
 				sib, sibManaged := carrying(sibling(2), sets.New[gwv1.SectionName]("http"), all[63:69]...)
-				fragments := append(append([]v1alpha1.ListenerFragment{}, kept...), all[63:]...)
-				return Input{Gateway: head, Managed: managed, Fragments: fragments,
+				fragments := append(append([]rules.Source{}, kept...), all[63:]...)
+				return Input{Gateway: head, Managed: managed, Sources: fragments,
 					Pool: &Pool{Names: sets.New("shared", "shared-2"), Siblings: []Sibling{{Gateway: sib, Managed: sibManaged}}}}
 			},
 			per:    map[string]int{"shared": 63, "shared-2": 6},
@@ -126,21 +126,21 @@ func TestPoolPlacement(t *testing.T) {
 			input: func() Input {
 				head, managed := carrying(poolHead(), nil, routes(0, 63)...)
 				dup := fragment("blog", "dup", 100, entry("web", 443, gwv1.HTTPSProtocolType, "r0005.example.com"))
-				return Input{Gateway: head, Managed: managed, Fragments: append(routes(0, 63), dup), Pool: &Pool{Names: sets.New("shared")}}
+				return Input{Gateway: head, Managed: managed, Sources: append(routes(0, 63), dup), Pool: &Pool{Names: sets.New("shared")}}
 			},
 			per:     map[string]int{"shared": 63},
 			reasons: map[string]string{"blog/dup/web": "HostnameConflict"},
 		},
 		"a sibling's name someone else took is skipped": {
 			input: func() Input {
-				return Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Fragments: routes(0, 64), Pool: &Pool{Names: sets.New("shared", "shared-2")}}
+				return Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Sources: routes(0, 64), Pool: &Pool{Names: sets.New("shared", "shared-2")}}
 			},
 			per:    map[string]int{"shared": 63, "shared-3": 1},
 			landed: map[string]string{"r0063": "shared-3"},
 		},
 		"a pool that may not grow says why": {
 			input: func() Input {
-				return Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Fragments: routes(0, 64),
+				return Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Sources: routes(0, 64),
 					Pool: &Pool{Names: sets.New("shared"), NoGrowth: "the API server refused to create Gateway infra/shared-2 (quota)"}}
 			},
 			per:     map[string]int{"shared": 63},
@@ -150,7 +150,7 @@ func TestPoolPlacement(t *testing.T) {
 			input: func() Input {
 				gw := poolHead()
 				gw.Annotations = nil
-				return Input{Gateway: gw, Managed: sets.New[gwv1.SectionName](), Fragments: routes(0, 64)}
+				return Input{Gateway: gw, Managed: sets.New[gwv1.SectionName](), Sources: routes(0, 64)}
 			},
 			per:     map[string]int{"shared": 63},
 			reasons: map[string]string{"shop/r0063/web": `TooManyListeners: Gateway infra/shared has 64 of its 64 listeners taken and this ListenerFragment needs 1: use another Gateway, remove listeners, or ask its owner to make it a pool (gatefold.dev/pool: "true")`},
@@ -159,9 +159,9 @@ func TestPoolPlacement(t *testing.T) {
 			input: func() Input {
 				fs := routes(0, 63)
 				head, managed := carrying(poolHead(), nil, fs...)
-				fs[5].Spec.Listeners = append(fs[5].Spec.Listeners, entry("api", 443, gwv1.HTTPSProtocolType, "api.r0005.example.com"))
+				fs[5].Listeners = append(fs[5].Listeners, entry("api", 443, gwv1.HTTPSProtocolType, "api.r0005.example.com"))
 				fs[5].Generation = 2
-				return Input{Gateway: head, Managed: managed, Fragments: fs, Pool: &Pool{Names: sets.New("shared")}}
+				return Input{Gateway: head, Managed: managed, Sources: fs, Pool: &Pool{Names: sets.New("shared")}}
 			},
 			per:     map[string]int{"shared": 63},
 			landed:  map[string]string{"r0005": "shared"},
@@ -173,7 +173,7 @@ func TestPoolPlacement(t *testing.T) {
 				head, managed := carrying(poolHead(), nil, fs[:63]...)
 				head.Spec.Listeners = append(head.Spec.Listeners, own("metrics", 9090, gwv1.HTTPProtocolType, ""))
 				sib, sibManaged := carrying(sibling(2), sets.New[gwv1.SectionName]("http"), fs[63:]...)
-				return Input{Gateway: head, Managed: managed, Fragments: fs,
+				return Input{Gateway: head, Managed: managed, Sources: fs,
 					Pool: &Pool{Names: sets.New("shared", "shared-2"), Siblings: []Sibling{{Gateway: sib, Managed: sibManaged}}}}
 			},
 			per:    map[string]int{"shared": 62, "shared-2": 62, "shared-3": 2},
@@ -183,7 +183,7 @@ func TestPoolPlacement(t *testing.T) {
 			input: func() Input {
 				fs := routes(0, 63)
 				head, managed := carrying(poolHead(), nil, fs...)
-				return Input{Gateway: head, Managed: managed, Fragments: append(fs, routes(100, 1)...), Pool: &Pool{Names: sets.New("shared")},
+				return Input{Gateway: head, Managed: managed, Sources: append(fs, routes(100, 1)...), Pool: &Pool{Names: sets.New("shared")},
 					Rejected: map[rules.SourceRef]string{fragmentKey("shop", "r0005"): "refused"}}
 			},
 			per:    map[string]int{"shared": 63},
@@ -195,7 +195,7 @@ func TestPoolPlacement(t *testing.T) {
 				for i := range 64 {
 					ls = append(ls, entry(fmt.Sprintf("l%d", i), 443, gwv1.HTTPSProtocolType, fmt.Sprintf("h%d.example.com", i)))
 				}
-				return Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Fragments: []v1alpha1.ListenerFragment{fragment("shop", "big", 0, ls...)}, Pool: &Pool{Names: sets.New("shared")}}
+				return Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Sources: []rules.Source{fragment("shop", "big", 0, ls...)}, Pool: &Pool{Names: sets.New("shared")}}
 			},
 			per:     map[string]int{"shared": 0},
 			reasons: map[string]string{"shop/big": "TooManyListeners: This ListenerFragment needs 64 listeners, and a Gateway of the pool of infra/shared holds at most 63 besides the head's 1 own: split it into ListenerFragments of at most 63"},
@@ -204,7 +204,7 @@ func TestPoolPlacement(t *testing.T) {
 			input: func() Input {
 				head, managed := carrying(poolHead(), nil, routes(0, 63)...)
 				ls := listenerSet("shop", "set", 100, entry("web", 443, gwv1.HTTPSProtocolType, "set.example.com"))
-				return Input{Gateway: head, Managed: managed, Fragments: append(routes(0, 63), ls), Pool: &Pool{Names: sets.New("shared")}}
+				return Input{Gateway: head, Managed: managed, Sources: append(routes(0, 63), ls), Pool: &Pool{Names: sets.New("shared")}}
 			},
 			per:     map[string]int{"shared": 63},
 			reasons: map[string]string{"ListenerSet shop/set/web": "TooManyListeners: Gateway infra/shared has 64 of its 64 listeners taken and this ListenerSet needs 1; a pool spreads no ListenerSet: remove listeners, or use ListenerFragments"},
@@ -245,13 +245,13 @@ func TestPoolPlacement(t *testing.T) {
 // TestPoolStatusNamesTheLandedGateway: a route controller reads where each
 // listener landed from the fragment's status.
 func TestPoolStatusNamesTheLandedGateway(t *testing.T) {
-	in := Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Pool: &Pool{Names: sets.New("shared")}, Fragments: routes(0, 64)}
+	in := Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Pool: &Pool{Names: sets.New("shared")}, Sources: routes(0, 64)}
 	r := Fold(in)
 	st := r.Statuses[fragmentKey("shop", "r0063")]
 	if len(st.Listeners) != 1 || st.Listeners[0].Gateway == nil {
 		t.Fatalf("No Gateway in the status: %+v", st)
 	}
-	want := v1alpha1.GatewayListenerReference{Namespace: "infra", Name: "shared-2", ListenerName: rules.GatewayListenerName(&in.Fragments[63], "web")}
+	want := v1alpha1.GatewayListenerReference{Namespace: "infra", Name: "shared-2", ListenerName: rules.GatewayListenerName(in.Sources[63].Ref(), "web")}
 	if diff := cmp.Diff(want, *st.Listeners[0].Gateway); diff != "" {
 		t.Errorf("Landed Gateway (-want +got):\n%s", diff)
 	}
@@ -266,7 +266,7 @@ func TestPoolStatusNamesTheLandedGateway(t *testing.T) {
 // TestPoolSiblingIsNoParent: a fragment that names a sibling is told to
 // name the head, and nothing folds into the sibling.
 func TestPoolSiblingIsNoParent(t *testing.T) {
-	in := Input{Gateway: sibling(2), Managed: sets.New[gwv1.SectionName](), Fragments: routes(0, 1),
+	in := Input{Gateway: sibling(2), Managed: sets.New[gwv1.SectionName](), Sources: routes(0, 1),
 		Head: &types.NamespacedName{Namespace: "infra", Name: "shared"}}
 	r := Fold(in)
 	checkInvariants(t, in, r)

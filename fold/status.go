@@ -41,26 +41,26 @@ func replaceCondition(conds []metav1.Condition, c metav1.Condition) []metav1.Con
 	return append(conds, c)
 }
 
-// NotAccepted is the status of a fragment none of whose listeners the fold
+// NotAccepted is the status of a source none of whose listeners the fold
 // considered.
-func NotAccepted(lf *v1alpha1.ListenerFragment, reason v1alpha1.FragmentConditionReason, msg string) v1alpha1.ListenerFragmentStatus {
+func NotAccepted(src *rules.Source, reason v1alpha1.FragmentConditionReason, msg string) v1alpha1.ListenerFragmentStatus {
 	return v1alpha1.ListenerFragmentStatus{Conditions: []metav1.Condition{
-		condition(v1alpha1.FragmentConditionAccepted, metav1.ConditionFalse, reason, lf.Generation, msg),
-		condition(v1alpha1.FragmentConditionProgrammed, metav1.ConditionFalse, reason, lf.Generation, "Not accepted: "+msg),
+		condition(v1alpha1.FragmentConditionAccepted, metav1.ConditionFalse, reason, src.Generation, msg),
+		condition(v1alpha1.FragmentConditionProgrammed, metav1.ConditionFalse, reason, src.Generation, "Not accepted: "+msg),
 	}}
 }
 
 // deleting is the status of a source being deleted: gatefold withdrew its
 // listeners, so no route controller follows it to a Gateway.
-func deleting(lf *v1alpha1.ListenerFragment) v1alpha1.ListenerFragmentStatus {
-	msg := fmt.Sprintf("This %s is being deleted: gatefold withdrew its listeners from Gateway %s", rules.KindOf(lf), rules.ParentOf(lf))
-	st := NotAccepted(lf, v1alpha1.FragmentReasonDeleting, msg)
+func deleting(src *rules.Source) v1alpha1.ListenerFragmentStatus {
+	msg := fmt.Sprintf("This %s is being deleted: gatefold withdrew its listeners from Gateway %s", src.Kind, src.Parent())
+	st := NotAccepted(src, v1alpha1.FragmentReasonDeleting, msg)
 	st.Conditions[1].Message = msg
-	for _, l := range lf.Spec.Listeners {
+	for _, l := range src.Listeners {
 		st.Listeners = append(st.Listeners, v1alpha1.ListenerStatus{Name: l.Name, Conditions: []metav1.Condition{
-			condition(gwv1.ListenerEntryConditionAccepted, metav1.ConditionFalse, v1alpha1.FragmentReasonDeleting, lf.Generation, msg),
-			condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionFalse, gwv1.ListenerReasonNoConflicts, lf.Generation, "No conflicts"),
-			condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, v1alpha1.FragmentReasonDeleting, lf.Generation, msg),
+			condition(gwv1.ListenerEntryConditionAccepted, metav1.ConditionFalse, v1alpha1.FragmentReasonDeleting, src.Generation, msg),
+			condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionFalse, gwv1.ListenerReasonNoConflicts, src.Generation, "No conflicts"),
+			condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, v1alpha1.FragmentReasonDeleting, src.Generation, msg),
 		}})
 	}
 	return st
@@ -110,24 +110,24 @@ func reportedFor(gw *gwv1.Gateway, l *gwv1.Listener, since int64) (gwv1.Listener
 // conflicted listener says the conflict in all three conditions, as
 // upstream's ListenerSet does; one whose certificate is not granted says so
 // in ResolvedRefs.
-func notFolded(lf *v1alpha1.ListenerFragment, o Outcome) []metav1.Condition {
-	conflicted := condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionFalse, gwv1.ListenerReasonNoConflicts, lf.Generation, "No conflicts")
-	programmed := condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, gwv1.ListenerEntryReasonInvalid, lf.Generation, "Not folded into the Gateway: "+o.Message)
-	conds := []metav1.Condition{condition(gwv1.ListenerEntryConditionAccepted, metav1.ConditionFalse, o.Reason, lf.Generation, o.Message)}
+func notFolded(src *rules.Source, o Outcome) []metav1.Condition {
+	conflicted := condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionFalse, gwv1.ListenerReasonNoConflicts, src.Generation, "No conflicts")
+	programmed := condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, gwv1.ListenerEntryReasonInvalid, src.Generation, "Not folded into the Gateway: "+o.Message)
+	conds := []metav1.Condition{condition(gwv1.ListenerEntryConditionAccepted, metav1.ConditionFalse, o.Reason, src.Generation, o.Message)}
 	switch o.Reason {
 	case gwv1.ListenerEntryReasonHostnameConflict, gwv1.ListenerEntryReasonProtocolConflict:
-		conflicted = condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionTrue, o.Reason, lf.Generation, o.Message)
-		programmed = condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, o.Reason, lf.Generation, o.Message)
+		conflicted = condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionTrue, o.Reason, src.Generation, o.Message)
+		programmed = condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, o.Reason, src.Generation, o.Message)
 	case gwv1.ListenerEntryReasonRefNotPermitted:
-		conds = append(conds, condition(gwv1.ListenerEntryConditionResolvedRefs, metav1.ConditionFalse, o.Reason, lf.Generation, o.Message))
+		conds = append(conds, condition(gwv1.ListenerEntryConditionResolvedRefs, metav1.ConditionFalse, o.Reason, src.Generation, o.Message))
 	}
 	return append(conds, conflicted, programmed)
 }
 
-// fragmentStatus reports each listener's outcome and, for folded ones, what
+// fragmentStatus reports each of a source's listener's outcome and, for folded ones, what
 // the Gateway implementation says of it. since is, by listener name, the
 // Gateway generation that first carried each folded listener as it is.
-func fragmentStatus(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, since map[gwv1.SectionName]int64, outcomes []Outcome) v1alpha1.ListenerFragmentStatus {
+func fragmentStatus(src *rules.Source, gw *gwv1.Gateway, since map[gwv1.SectionName]int64, outcomes []Outcome) v1alpha1.ListenerFragmentStatus {
 	st := v1alpha1.ListenerFragmentStatus{}
 	folded, tooMany, programmed := 0, 0, 0
 	var notProgrammed *metav1.Condition
@@ -136,12 +136,12 @@ func fragmentStatus(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, since map[g
 		switch {
 		case o.Folded():
 			folded++
-			name := rules.GatewayListenerName(lf, o.Listener)
+			name := rules.GatewayListenerName(src.Ref(), o.Listener)
 			ls.Gateway = &v1alpha1.GatewayListenerReference{Namespace: gwv1.Namespace(gw.Namespace), Name: gwv1.ObjectName(gw.Name), ListenerName: name}
 			ls.Conditions = []metav1.Condition{
-				condition(gwv1.ListenerEntryConditionAccepted, metav1.ConditionTrue, gwv1.ListenerEntryReasonAccepted, lf.Generation, o.Message),
-				condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionFalse, gwv1.ListenerReasonNoConflicts, lf.Generation, "No conflicts"),
-				condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionUnknown, gwv1.ListenerEntryReasonPending, lf.Generation, "Waiting for the Gateway implementation"),
+				condition(gwv1.ListenerEntryConditionAccepted, metav1.ConditionTrue, gwv1.ListenerEntryReasonAccepted, src.Generation, o.Message),
+				condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionFalse, gwv1.ListenerReasonNoConflicts, src.Generation, "No conflicts"),
+				condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionUnknown, gwv1.ListenerEntryReasonPending, src.Generation, "Waiting for the Gateway implementation"),
 			}
 			gen, known := since[name]
 			if !known {
@@ -152,7 +152,7 @@ func fragmentStatus(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, since map[g
 				for _, t := range mirrored {
 					if c := meta.FindStatusCondition(r.Conditions, string(t)); c != nil {
 						c := *c
-						c.ObservedGeneration, c.LastTransitionTime = lf.Generation, metav1.Time{}
+						c.ObservedGeneration, c.LastTransitionTime = src.Generation, metav1.Time{}
 						ls.Conditions = replaceCondition(ls.Conditions, c)
 					}
 				}
@@ -162,18 +162,18 @@ func fragmentStatus(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, since map[g
 				programmed++
 			case metav1.ConditionFalse:
 				if notProgrammed == nil {
-					c := condition(v1alpha1.FragmentConditionProgrammed, metav1.ConditionFalse, v1alpha1.FragmentReasonListenersNotValid, lf.Generation,
+					c := condition(v1alpha1.FragmentConditionProgrammed, metav1.ConditionFalse, v1alpha1.FragmentReasonListenersNotValid, src.Generation,
 						fmt.Sprintf("Listener %q is not programmed: %s", o.Listener, p.Message))
 					notProgrammed = &c
 				}
 			}
 		case o.Refusal != "":
-			ls.Conditions = withdrawnConditions(lf, o)
+			ls.Conditions = withdrawnConditions(src, o)
 		default:
 			if o.Reason == gwv1.ListenerEntryReasonTooManyListeners {
 				tooMany++
 			}
-			ls.Conditions = notFolded(lf, o)
+			ls.Conditions = notFolded(src, o)
 		}
 		st.Listeners = append(st.Listeners, ls)
 	}
@@ -183,28 +183,28 @@ func fragmentStatus(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, since map[g
 	case folded == 0 && tooMany == len(outcomes):
 		// Upstream's ListenerSet has TooManyListeners per listener only.
 		reason := v1alpha1.FragmentReasonTooManyListeners
-		if rules.KindOf(lf) == rules.KindListenerSet {
+		if src.Kind == rules.KindListenerSet {
 			reason = v1alpha1.FragmentReasonListenersNotValid
 		}
-		st.Conditions = NotAccepted(lf, reason,
-			fmt.Sprintf("No room for the %s's %d listeners: %s", rules.KindOf(lf), len(outcomes), outcomes[0].Message)).Conditions
+		st.Conditions = NotAccepted(src, reason,
+			fmt.Sprintf("No room for the %s's %d listeners: %s", src.Kind, len(outcomes), outcomes[0].Message)).Conditions
 	case folded == 0:
-		st.Conditions = NotAccepted(lf, v1alpha1.FragmentReasonListenersNotValid,
+		st.Conditions = NotAccepted(src, v1alpha1.FragmentReasonListenersNotValid,
 			"No listener could be folded: see status.listeners").Conditions
 	default:
 		msg := fmt.Sprintf("Folded %d listeners into Gateway %s", folded, gwKey)
 		if n := len(outcomes) - folded; n > 0 {
 			msg += fmt.Sprintf("; %d not folded: see status.listeners", n)
 		}
-		st.Conditions = []metav1.Condition{condition(v1alpha1.FragmentConditionAccepted, metav1.ConditionTrue, v1alpha1.FragmentReasonAccepted, lf.Generation, msg)}
+		st.Conditions = []metav1.Condition{condition(v1alpha1.FragmentConditionAccepted, metav1.ConditionTrue, v1alpha1.FragmentReasonAccepted, src.Generation, msg)}
 		switch {
 		case notProgrammed != nil:
 			st.Conditions = append(st.Conditions, *notProgrammed)
 		case programmed == folded:
-			st.Conditions = append(st.Conditions, condition(v1alpha1.FragmentConditionProgrammed, metav1.ConditionTrue, v1alpha1.FragmentReasonProgrammed, lf.Generation,
+			st.Conditions = append(st.Conditions, condition(v1alpha1.FragmentConditionProgrammed, metav1.ConditionTrue, v1alpha1.FragmentReasonProgrammed, src.Generation,
 				fmt.Sprintf("The Gateway implementation programmed all %d folded listeners", folded)))
 		default:
-			st.Conditions = append(st.Conditions, condition(v1alpha1.FragmentConditionProgrammed, metav1.ConditionUnknown, v1alpha1.FragmentReasonPending, lf.Generation,
+			st.Conditions = append(st.Conditions, condition(v1alpha1.FragmentConditionProgrammed, metav1.ConditionUnknown, v1alpha1.FragmentReasonPending, src.Generation,
 				fmt.Sprintf("Waiting for the Gateway implementation to program %d of %d folded listeners", folded-programmed, folded)))
 		}
 	}

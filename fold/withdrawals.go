@@ -42,8 +42,8 @@ type WithdrawalKey struct {
 	Listener   gwv1.SectionName
 }
 
-func withdrawalKey(lf *v1alpha1.ListenerFragment, listener gwv1.SectionName) WithdrawalKey {
-	return WithdrawalKey{Source: keyOf(lf), UID: lf.UID, Generation: lf.Generation, Listener: listener}
+func withdrawalKey(src *rules.Source, listener gwv1.SectionName) WithdrawalKey {
+	return WithdrawalKey{Source: src.Ref(), UID: src.UID, Generation: src.Generation, Listener: listener}
 }
 
 // Withdrawal is a listener the Gateway implementation refused.
@@ -120,15 +120,15 @@ func refusalsOf(in *Input, generated sets.Set[gwv1.SectionName]) refusals {
 	return out
 }
 
-// of returns, when a Gateway of the fold carries listener e of lf as folded
+// of returns, when a Gateway of the fold carries listener e of src as folded
 // and refuses it (for the generation that carries it), the refusing
 // condition and that Gateway.
-func (r refusals) of(lf *v1alpha1.ListenerFragment, e gwv1.ListenerEntry) (*metav1.Condition, *gwv1.Gateway) {
-	carriers := r[rules.GatewayListenerName(lf, e.Name)]
+func (r refusals) of(src *rules.Source, e gwv1.ListenerEntry) (*metav1.Condition, *gwv1.Gateway) {
+	carriers := r[rules.GatewayListenerName(src.Ref(), e.Name)]
 	if len(carriers) == 0 {
 		return nil, nil
 	}
-	l := Listener(lf, e)
+	l := Listener(src, e)
 	for _, c := range carriers {
 		gen, known := c.since[l.Name]
 		if !known {
@@ -163,13 +163,13 @@ func refusesTenants(gw *gwv1.Gateway, generated sets.Set[gwv1.SectionName]) bool
 	return accepted
 }
 
-// withhold decides which listeners of lf the fold leaves out: those whose
+// withhold decides which listeners of src the fold leaves out: those whose
 // values Gateway API disallows (rules.ListenerProblem), and those the
 // Gateway implementation refused, which it records in res.Withdrawn. It
 // returns them by index as placements.
-func withhold(in *Input, res *Result, lf *v1alpha1.ListenerFragment, refused refusals) map[int]rules.Placement {
+func withhold(in *Input, res *Result, src *rules.Source, refused refusals) map[int]rules.Placement {
 	var out map[int]rules.Placement
-	for i, e := range lf.Spec.Listeners {
+	for i, e := range src.Listeners {
 		if reason, msg := rules.ListenerProblem(e); msg != "" {
 			if out == nil {
 				out = map[int]rules.Placement{}
@@ -177,9 +177,9 @@ func withhold(in *Input, res *Result, lf *v1alpha1.ListenerFragment, refused ref
 			out[i] = rules.Placement{Reason: reason, Message: msg + "; gatefold does not fold it: fix it"}
 			continue
 		}
-		key := withdrawalKey(lf, e.Name)
+		key := withdrawalKey(src, e.Name)
 		w, known := in.Withdrawn[key]
-		c, gw := refused.of(lf, e)
+		c, gw := refused.of(src, e)
 		switch {
 		case c != nil && awaitsSecret(c) && (!known || w.Waiting) && (!known || in.Now.Before(w.Since.Add(SecretGrace))):
 			if !known {
@@ -222,28 +222,28 @@ func awaitsSecret(c *metav1.Condition) bool {
 // withdrawnConditions are the conditions of a listener withheld after the
 // implementation refused it: Programmed=False with reason Withdrawn marks
 // it, so that a new leader keeps it withdrawn (see WithdrawalsInStatus).
-func withdrawnConditions(lf *v1alpha1.ListenerFragment, o Outcome) []metav1.Condition {
-	conds := []metav1.Condition{condition(gwv1.ListenerEntryConditionAccepted, metav1.ConditionFalse, o.Reason, lf.Generation, o.Message)}
+func withdrawnConditions(src *rules.Source, o Outcome) []metav1.Condition {
+	conds := []metav1.Condition{condition(gwv1.ListenerEntryConditionAccepted, metav1.ConditionFalse, o.Reason, src.Generation, o.Message)}
 	if o.Refusal == string(gwv1.ListenerConditionResolvedRefs) {
-		conds = append(conds, condition(gwv1.ListenerEntryConditionResolvedRefs, metav1.ConditionFalse, o.Reason, lf.Generation, o.Message))
+		conds = append(conds, condition(gwv1.ListenerEntryConditionResolvedRefs, metav1.ConditionFalse, o.Reason, src.Generation, o.Message))
 	}
-	conflicted := condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionFalse, gwv1.ListenerReasonNoConflicts, lf.Generation, "No conflicts")
+	conflicted := condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionFalse, gwv1.ListenerReasonNoConflicts, src.Generation, "No conflicts")
 	if o.Refusal == string(gwv1.ListenerConditionConflicted) {
-		conflicted = condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionTrue, o.Reason, lf.Generation, o.Message)
+		conflicted = condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionTrue, o.Reason, src.Generation, o.Message)
 	}
 	return append(conds, conflicted,
-		condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, v1alpha1.FragmentReasonWithdrawn, lf.Generation, o.Message))
+		condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, v1alpha1.FragmentReasonWithdrawn, src.Generation, o.Message))
 }
 
-// WithdrawalsInStatus returns the withdrawals lf's status records for its
+// WithdrawalsInStatus returns the withdrawals src's status records for its
 // current generation, as if made at now: a new leader, which remembers none,
 // keeps them withdrawn for WithdrawRetry.
-func WithdrawalsInStatus(lf *v1alpha1.ListenerFragment, now time.Time) map[WithdrawalKey]Withdrawal {
+func WithdrawalsInStatus(src *rules.Source, now time.Time) map[WithdrawalKey]Withdrawal {
 	var out map[WithdrawalKey]Withdrawal
-	for _, l := range lf.Status.Listeners {
+	for _, l := range src.Status.Listeners {
 		p := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerEntryConditionProgrammed))
 		a := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerEntryConditionAccepted))
-		if p == nil || a == nil || p.Reason != string(v1alpha1.FragmentReasonWithdrawn) || p.ObservedGeneration != lf.Generation {
+		if p == nil || a == nil || p.Reason != string(v1alpha1.FragmentReasonWithdrawn) || p.ObservedGeneration != src.Generation {
 			continue
 		}
 		c := *a
@@ -255,7 +255,7 @@ func WithdrawalsInStatus(lf *v1alpha1.ListenerFragment, now time.Time) map[Withd
 		if out == nil {
 			out = map[WithdrawalKey]Withdrawal{}
 		}
-		out[withdrawalKey(lf, l.Name)] = Withdrawal{Since: now, Condition: c, Attempts: 1}
+		out[withdrawalKey(src, l.Name)] = Withdrawal{Since: now, Condition: c, Attempts: 1}
 	}
 	return out
 }

@@ -102,20 +102,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	var w writes
-	for i := range in.Fragments {
-		lf := &in.Fragments[i]
-		r.reportsOf(rules.KindOf(lf)).publish(lf, res.Statuses[rules.RefOf(lf)])
+	for i := range in.Sources {
+		src := &in.Sources[i]
+		r.reportsOf(src.Kind).publish(src, res.Statuses[src.Ref()])
 		// After a refused apply the Gateway still carries the listeners it
 		// had: their grants must stay as they are.
-		if r.ManageReferenceGrants && gatewayRefused == nil && w.note(r.applyGrant(ctx, lf, in.Gateway, res.Outcomes, false)) {
+		if r.ManageReferenceGrants && gatewayRefused == nil && w.note(r.applyGrant(ctx, src, in.Gateway, res.Outcomes, false)) {
 			return ctrl.Result{RequeueAfter: fenceRetry}, nil
 		}
 	}
 	if gatewayRefused == nil {
 		// Only once the Gateway no longer carries their listeners.
 		for i := range in.Deleting {
-			lf := &in.Deleting[i]
-			r.reportsOf(rules.KindOf(lf)).publish(lf, res.Statuses[rules.RefOf(lf)])
+			src := &in.Deleting[i]
+			r.reportsOf(src.Kind).publish(src, res.Statuses[src.Ref()])
 		}
 	}
 	// Last, so that a refused count holds back no status or grant.
@@ -137,7 +137,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	switch {
 	case changed:
 		return ctrl.Result{RequeueAfter: time.Second}, nil
-	case in.Gateway == nil && len(in.Fragments) == 0, in.Head != nil && len(in.Fragments) == 0:
+	case in.Gateway == nil && len(in.Sources) == 0, in.Head != nil && len(in.Sources) == 0:
 		return ctrl.Result{}, nil // gone, or a sibling, with nothing left to report
 	case prune > 0 && (r.Resync == 0 || prune < r.Resync):
 		return ctrl.Result{RequeueAfter: prune}, nil
@@ -216,11 +216,11 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (fold.I
 	if err := r.Client.List(ctx, list, client.MatchingFields{manager.ParentIndex: key.String()}, client.DisableReadYourWritesConsistency); err != nil {
 		return in, setsNotFolded, fmt.Errorf("listing fragments of Gateway %s: %w", key, err)
 	}
-	for _, lf := range list.Items {
-		if lf.DeletionTimestamp.IsZero() {
-			in.Fragments = append(in.Fragments, lf)
+	for _, src := range rules.FromFragments(list.Items) {
+		if src.DeletionTimestamp.IsZero() {
+			in.Sources = append(in.Sources, src)
 		} else {
-			in.Deleting = append(in.Deleting, lf)
+			in.Deleting = append(in.Deleting, src)
 		}
 	}
 	if in.Head != nil {
@@ -254,12 +254,12 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (fold.I
 // readReferences reads the labels of the sources' namespaces and the
 // ReferenceGrants of the namespaces their certificates are in.
 func (r *Reconciler) readReferences(ctx context.Context, in *fold.Input) error {
-	for _, lf := range in.Fragments {
-		if err := r.readNamespace(ctx, lf.Namespace, in.NamespaceLabels); err != nil {
+	for _, src := range in.Sources {
+		if err := r.readNamespace(ctx, src.Namespace, in.NamespaceLabels); err != nil {
 			return err
 		}
-		for i, l := range lf.Spec.Listeners {
-			for _, ref := range rules.ForeignCertificateRefs(lf.Namespace, i, l) {
+		for i, l := range src.Listeners {
+			for _, ref := range rules.ForeignCertificateRefs(src.Namespace, i, l) {
 				if err := r.readGrants(ctx, ref.Namespace, in.Grants); err != nil {
 					return err
 				}

@@ -20,28 +20,28 @@ import (
 	"github.com/gatefold/gatefold/rules"
 )
 
-// applyStatus server-side applies a fragment's (or ListenerSet's) status,
+// applyStatus server-side applies src's status in its kind's shape,
 // stamped with its transition times (a 409 when the object changed since the
 // cache showed it), and records an event for each listener whose outcome
 // changed.
-func (r *Reconciler) applyStatus(ctx context.Context, lf *v1alpha1.ListenerFragment, desired v1alpha1.ListenerFragmentStatus) error {
+func (r *Reconciler) applyStatus(ctx context.Context, src *rules.Source, desired v1alpha1.ListenerFragmentStatus) error {
 	if err := r.fenced(); err != nil {
 		return err
 	}
 	// Fenced like the Gateway apply: a deposed leader's stale status is refused.
 	var applied runtime.ApplyConfiguration
 	var err error
-	if rules.KindOf(lf) == rules.KindListenerSet {
+	if src.Kind == rules.KindListenerSet {
 		status := &gwapply.ListenerSetStatusApplyConfiguration{}
 		err = convert(rules.ToListenerSetStatus(desired), status)
-		applied = gwapply.ListenerSet(lf.Name, lf.Namespace).WithResourceVersion(lf.ResourceVersion).WithStatus(status)
+		applied = gwapply.ListenerSet(src.Name, src.Namespace).WithResourceVersion(src.ResourceVersion).WithStatus(status)
 	} else {
 		status := &lfapply.ListenerFragmentStatusApplyConfiguration{}
 		err = convert(desired, status)
-		applied = lfapply.ListenerFragment(lf.Name, lf.Namespace).WithResourceVersion(lf.ResourceVersion).WithStatus(status)
+		applied = lfapply.ListenerFragment(src.Name, src.Namespace).WithResourceVersion(src.ResourceVersion).WithStatus(status)
 	}
 	if err != nil {
-		return fmt.Errorf("encoding status of %s: %w", rules.RefOf(lf), err)
+		return fmt.Errorf("encoding status of %s: %w", src.Ref(), err)
 	}
 	if err := r.Client.Status().Apply(ctx, applied, client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -52,10 +52,10 @@ func (r *Reconciler) applyStatus(ctx context.Context, lf *v1alpha1.ListenerFragm
 			return err
 		}
 		statusApplies.WithLabelValues(resultError).Inc()
-		return fmt.Errorf("applying status of %s: %w", rules.RefOf(lf), err)
+		return fmt.Errorf("applying status of %s: %w", src.Ref(), err)
 	}
 	statusApplies.WithLabelValues(resultWritten).Inc()
-	r.recordEvents(lf, lf.Status, desired)
+	r.recordEvents(src, src.Status, desired)
 	return nil
 }
 
@@ -88,15 +88,15 @@ func listenerStatus(st v1alpha1.ListenerFragmentStatus, name gwv1.SectionName) v
 	return v1alpha1.ListenerStatus{}
 }
 
-// recordEvents tells the fragment's owner what changed: listeners folded after
-// they were not, listeners not folded, or the fragment not accepted, one event
-// per reason naming every listener it concerns (the events API keeps a
-// series' first note).
-func (r *Reconciler) recordEvents(lf *v1alpha1.ListenerFragment, old, updated v1alpha1.ListenerFragmentStatus) {
+// recordEvents tells src's owner what changed: listeners folded after they
+// were not, listeners not folded, or src not accepted, one event per reason
+// naming every listener it concerns (the events API keeps a series' first
+// note).
+func (r *Reconciler) recordEvents(src *rules.Source, old, updated v1alpha1.ListenerFragmentStatus) {
 	accepted := meta.FindStatusCondition(updated.Conditions, string(v1alpha1.FragmentConditionAccepted))
 	if len(updated.Listeners) == 0 && accepted != nil && accepted.Status == metav1.ConditionFalse {
 		if prev := meta.FindStatusCondition(old.Conditions, accepted.Type); prev == nil || prev.Reason != accepted.Reason {
-			r.Recorder.Eventf(lf, nil, corev1.EventTypeWarning, accepted.Reason, "Fold", "%s", accepted.Message)
+			r.Recorder.Eventf(objectOf(src), nil, corev1.EventTypeWarning, accepted.Reason, "Fold", "%s", accepted.Message)
 		}
 		return
 	}
@@ -130,7 +130,7 @@ func (r *Reconciler) recordEvents(lf *v1alpha1.ListenerFragment, old, updated v1
 		if reason == "Folded" {
 			kind = corev1.EventTypeNormal
 		}
-		r.Recorder.Eventf(lf, nil, kind, reason, "Fold", "%s", truncate(notes[reason].String(), maxNote))
+		r.Recorder.Eventf(objectOf(src), nil, kind, reason, "Fold", "%s", truncate(notes[reason].String(), maxNote))
 	}
 }
 
@@ -180,4 +180,12 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n-len("...")] + "..."
+}
+
+// objectOf returns an object that names src, for an event about it.
+func objectOf(src *rules.Source) runtime.Object {
+	if src.Kind == rules.KindListenerSet {
+		return &gwv1.ListenerSet{TypeMeta: metav1.TypeMeta{APIVersion: gwv1.GroupVersion.String(), Kind: rules.KindListenerSet}, ObjectMeta: src.ObjectMeta}
+	}
+	return &v1alpha1.ListenerFragment{ObjectMeta: src.ObjectMeta}
 }

@@ -36,13 +36,13 @@ import (
 func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *fold.Input) (fold.Result, error) {
 	foldsTotal.Inc()
 	in.Now = time.Now()
-	in.Rejected = r.refusals.recall(key, in.Fragments, in.Now)
-	in.Withdrawn = r.withdrawals.recall(key, in.Fragments, in.Now)
+	in.Rejected = r.refusals.recall(key, in.Sources, in.Now)
+	in.Withdrawn = r.withdrawals.recall(key, in.Sources, in.Now)
 	var res fold.Result
 	defer func() { recordListeners(key, in, res); r.withdrawals.remember(key, res.Withdrawn) }()
 	gw := in.Gateway
 	if gw != nil {
-		if err := r.refusals.recallOwner(key, gw.Generation, in.Fragments, time.Now()); err != nil {
+		if err := r.refusals.recallOwner(key, gw.Generation, in.Sources, time.Now()); err != nil {
 			res = refusedByGateway(in, key, err)
 			return res, &gatewayRefusedError{gateway: key, err: err}
 		}
@@ -72,7 +72,7 @@ func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *fol
 		case len(blamed) == 0:
 			r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "ApplyFailed", "Fold", "The API server refused gatefold's listeners on Gateway %s, and no ListenerFragment or ListenerSet is the cause: %v", t.key, err)
 			log.FromContext(ctx).Error(err, "The API server refused the Gateway's folded listeners, and no fragment or ListenerSet is the cause", "gateway", klog.KObj(gw), "refusedBy", t.key)
-			r.refusals.rememberOwner(key, gw.Generation, in.Fragments, err, time.Now())
+			r.refusals.rememberOwner(key, gw.Generation, in.Sources, err, time.Now())
 			res = refusedByGateway(in, t.key, err)
 			return res, &gatewayRefusedError{gateway: t.key, err: err}
 		}
@@ -83,7 +83,7 @@ func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *fol
 			in.Rejected = map[rules.SourceRef]string{}
 		}
 		maps.Copy(in.Rejected, blamed)
-		r.refusals.remember(key, in.Fragments, blamed, time.Now())
+		r.refusals.remember(key, in.Sources, blamed, time.Now())
 	}
 }
 
@@ -244,9 +244,9 @@ func (r *Reconciler) applyPool(ctx context.Context, in *fold.Input, res fold.Res
 		return target{}, nil
 	}
 	if r.ManageReferenceGrants {
-		for i := range in.Fragments {
+		for i := range in.Sources {
 			// A failure here is met again, and reported, after the apply.
-			if err := r.applyGrant(ctx, &in.Fragments[i], in.Gateway, res.Outcomes, true); errors.Is(err, errFenced) {
+			if err := r.applyGrant(ctx, &in.Sources[i], in.Gateway, res.Outcomes, true); errors.Is(err, errFenced) {
 				return changed[0], err
 			}
 		}

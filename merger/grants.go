@@ -25,43 +25,43 @@ import (
 // Secrets in its namespace, owned by the fragment, allowing exactly the
 // Gateway's namespace to read exactly those Secrets.
 
-// GrantName is the name of the ReferenceGrant the merger keeps for a
-// fragment (or ListenerSet), in its namespace. A ListenerSet's starts
-// "gatefold.listenerset.", which no fragment's "gatefold-" name can.
-func GrantName(lf *v1alpha1.ListenerFragment) string {
+// GrantName is the name of the ReferenceGrant the merger keeps for source
+// src, in its namespace. A ListenerSet's starts "gatefold.listenerset.",
+// which no fragment's "gatefold-" name can.
+func GrantName(src rules.SourceRef) string {
 	const max = 253
 	prefix := "gatefold-"
-	if rules.KindOf(lf) == rules.KindListenerSet {
+	if src.Kind == rules.KindListenerSet {
 		prefix = "gatefold.listenerset."
 	}
-	name := prefix + lf.Name
+	name := prefix + src.Name
 	if len(name) > max {
 		// Cut names stay distinct by the hash that ends a listener name.
-		h := string(rules.GatewayListenerName(lf, ""))
+		h := string(rules.GatewayListenerName(src, ""))
 		name = name[:max-17] + "-" + h[len(h)-16:]
 	}
 	return name
 }
 
-// secretsToGrant returns the Secrets in the fragment's namespace that its
-// folded listeners reference, when the Gateway is in another namespace.
-func secretsToGrant(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []fold.Outcome) []string {
-	if gw == nil || gw.Namespace == lf.Namespace {
+// secretsToGrant returns the Secrets in src's namespace that its folded
+// listeners reference, when the Gateway is in another namespace.
+func secretsToGrant(src *rules.Source, gw *gwv1.Gateway, outcomes []fold.Outcome) []string {
+	if gw == nil || gw.Namespace == src.Namespace {
 		return nil
 	}
 	folded := sets.New[gwv1.SectionName]()
 	for _, o := range outcomes {
-		if o.Fragment == rules.RefOf(lf) && o.Folded() {
+		if o.Fragment == src.Ref() && o.Folded() {
 			folded.Insert(o.Listener)
 		}
 	}
 	secrets := sets.New[string]()
-	for _, e := range lf.Spec.Listeners {
+	for _, e := range src.Listeners {
 		if !folded.Has(e.Name) || e.TLS == nil {
 			continue
 		}
-		for _, ref := range fold.Listener(lf, e).TLS.CertificateRefs {
-			if group, kind := rules.GroupKindOf(ref); string(*ref.Namespace) == lf.Namespace && group == corev1.GroupName && kind == "Secret" {
+		for _, ref := range fold.Listener(src, e).TLS.CertificateRefs {
+			if group, kind := rules.GroupKindOf(ref); string(*ref.Namespace) == src.Namespace && group == corev1.GroupName && kind == "Secret" {
 				secrets.Insert(string(ref.Name))
 			}
 		}
@@ -69,19 +69,19 @@ func secretsToGrant(lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []
 	return sets.List(secrets)
 }
 
-// applyGrant makes the fragment's ReferenceGrant match the Secrets its folded
+// applyGrant makes src's ReferenceGrant match the Secrets its folded
 // listeners need, deleting it when they need none. With widenOnly (before a
 // Gateway apply) it only adds: the implementation must never see a folded
 // listener whose Secret it may not read yet.
-func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragment, gw *gwv1.Gateway, outcomes []fold.Outcome, widenOnly bool) error {
+func (r *Reconciler) applyGrant(ctx context.Context, src *rules.Source, gw *gwv1.Gateway, outcomes []fold.Outcome, widenOnly bool) error {
 	if err := r.fenced(); err != nil {
 		return err
 	}
-	secrets := secretsToGrant(lf, gw, outcomes)
+	secrets := secretsToGrant(src, gw, outcomes)
 	if widenOnly && len(secrets) == 0 {
 		return nil
 	}
-	key := types.NamespacedName{Namespace: lf.Namespace, Name: GrantName(lf)}
+	key := types.NamespacedName{Namespace: src.Namespace, Name: GrantName(src.Ref())}
 	current := &gwv1.ReferenceGrant{}
 	switch err := r.Client.Get(ctx, key, current); {
 	case apierrors.IsNotFound(err):
@@ -89,7 +89,7 @@ func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragme
 	case err != nil:
 		return fmt.Errorf("reading ReferenceGrant %s: %w", key, err)
 	}
-	if widenOnly && current != nil && ownedBy(current, lf) && len(current.Spec.From) == 1 && string(current.Spec.From[0].Namespace) == gw.Namespace {
+	if widenOnly && current != nil && ownedBy(current, src) && len(current.Spec.From) == 1 && string(current.Spec.From[0].Namespace) == gw.Namespace {
 		for _, t := range current.Spec.To {
 			if t.Name != nil && t.Group == corev1.GroupName && t.Kind == "Secret" {
 				secrets = append(secrets, string(*t.Name))
@@ -98,7 +98,7 @@ func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragme
 		secrets = sets.List(sets.New(secrets...))
 	}
 	if len(secrets) == 0 {
-		if current == nil || !ownedBy(current, lf) {
+		if current == nil || !ownedBy(current, src) {
 			return nil
 		}
 		if err := r.Client.Delete(ctx, current, client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
@@ -109,9 +109,9 @@ func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragme
 		log.FromContext(ctx).Info("Deleted unused ReferenceGrant", "referenceGrant", klog.KObj(current))
 		return nil
 	}
-	if current != nil && !ownedBy(current, lf) {
+	if current != nil && !ownedBy(current, src) {
 		// Someone else's grant of that name: never overwrite it.
-		r.Recorder.Eventf(lf, nil, corev1.EventTypeWarning, "ReferenceGrantNotOwned", "Grant",
+		r.Recorder.Eventf(objectOf(src), nil, corev1.EventTypeWarning, "ReferenceGrantNotOwned", "Grant",
 			"ReferenceGrant %s is not gatefold's, so it was left unchanged and namespace %s may not read Secrets %v: delete or rename it, or grant them yourself",
 			key, gw.Namespace, secrets)
 		return nil
@@ -119,7 +119,7 @@ func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragme
 	if current != nil && grantUpToDate(current, gw.Namespace, secrets) {
 		return nil
 	}
-	desired := desiredGrant(key, lf, gw.Namespace, secrets)
+	desired := desiredGrant(key, src, gw.Namespace, secrets)
 	var err error
 	if current == nil {
 		// Created, not applied: a grant of that name someone made since the
@@ -145,9 +145,9 @@ func (r *Reconciler) applyGrant(ctx context.Context, lf *v1alpha1.ListenerFragme
 	return nil
 }
 
-// desiredGrant is the grant that lets Gateways of namespace gatewayNS read
-// the fragment's Secrets, owned by the fragment.
-func desiredGrant(key types.NamespacedName, lf *v1alpha1.ListenerFragment, gatewayNS string, secrets []string) *gwv1.ReferenceGrant {
+// desiredGrant is the grant, owned by src, that lets Gateways of namespace
+// gatewayNS read src's Secrets.
+func desiredGrant(key types.NamespacedName, src *rules.Source, gatewayNS string, secrets []string) *gwv1.ReferenceGrant {
 	g := &gwv1.ReferenceGrant{
 		TypeMeta: metav1.TypeMeta{APIVersion: gwv1.GroupVersion.String(), Kind: "ReferenceGrant"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -155,7 +155,7 @@ func desiredGrant(key types.NamespacedName, lf *v1alpha1.ListenerFragment, gatew
 			Name:      key.Name,
 			Labels:    map[string]string{"app.kubernetes.io/managed-by": v1alpha1.FieldManager},
 			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: rules.APIVersionOf(rules.KindOf(lf)), Kind: rules.KindOf(lf), Name: lf.Name, UID: lf.UID, Controller: ptr.To(true),
+				APIVersion: rules.APIVersionOf(src.Kind), Kind: src.Kind, Name: src.Name, UID: src.UID, Controller: ptr.To(true),
 			}},
 		},
 		Spec: gwv1.ReferenceGrantSpec{From: []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: "Gateway", Namespace: gwv1.Namespace(gatewayNS)}}},
@@ -166,9 +166,9 @@ func desiredGrant(key types.NamespacedName, lf *v1alpha1.ListenerFragment, gatew
 	return g
 }
 
-func ownedBy(grant *gwv1.ReferenceGrant, lf *v1alpha1.ListenerFragment) bool {
+func ownedBy(grant *gwv1.ReferenceGrant, src *rules.Source) bool {
 	ref := metav1.GetControllerOf(grant)
-	return ref != nil && ref.UID == lf.UID
+	return ref != nil && ref.UID == src.UID
 }
 
 func grantUpToDate(g *gwv1.ReferenceGrant, gatewayNS string, secrets []string) bool {

@@ -33,18 +33,22 @@ import (
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways/status,verbs=patch
 
-// getSource reads a fragment, or a ListenerSet as a fragment of its kind.
-func (r *Reconciler) getSource(ctx context.Context, kind string, key types.NamespacedName) (*v1alpha1.ListenerFragment, error) {
+// getSource reads the source of kind named key.
+func (r *Reconciler) getSource(ctx context.Context, kind string, key types.NamespacedName) (*rules.Source, error) {
 	if kind != rules.KindListenerSet {
 		lf := &v1alpha1.ListenerFragment{}
-		return lf, r.Client.Get(ctx, key, lf)
+		if err := r.Client.Get(ctx, key, lf); err != nil {
+			return nil, err
+		}
+		src := rules.FromFragment(lf)
+		return &src, nil
 	}
 	ls := &gwv1.ListenerSet{}
 	if err := r.Client.Get(ctx, key, ls); err != nil {
 		return nil, err
 	}
-	lf := rules.FromListenerSet(ls)
-	return &lf, nil
+	src := rules.FromListenerSet(ls)
+	return &src, nil
 }
 
 // listenerSetMode is what the merger does with a Gateway's ListenerSets.
@@ -93,11 +97,11 @@ func (r *Reconciler) listenerSetMode(ctx context.Context, gw *gwv1.Gateway) (lis
 // its Gateway's ListenerSets are folded, or its Gateway is gone (the report
 // says ParentNotAccepted). A report decided just before the class stopped
 // being folded must not land after gatefold took its status back.
-func (r *Reconciler) reportable(ctx context.Context, ls *v1alpha1.ListenerFragment) (bool, error) {
-	if !rules.SelectsGateway(ls.Spec.ParentRef) {
+func (r *Reconciler) reportable(ctx context.Context, ls *rules.Source) (bool, error) {
+	if !rules.SelectsGateway(ls.ParentRef) {
 		return false, nil
 	}
-	key := rules.ParentOf(ls)
+	key := ls.Parent()
 	gw := &gwv1.Gateway{}
 	switch err := r.Client.Get(ctx, key, gw); {
 	case apierrors.IsNotFound(err):
@@ -118,8 +122,7 @@ func (a *announced) first(gc *gwv1.GatewayClass) bool {
 	return !seen
 }
 
-// readListenerSets adds gw's ListenerSets to the fold's input, as fragments
-// of kind ListenerSet.
+// readListenerSets adds gw's ListenerSets to the fold's input.
 func (r *Reconciler) readListenerSets(ctx context.Context, key types.NamespacedName, in *fold.Input) error {
 	list := &gwv1.ListenerSetList{}
 	if err := r.Client.List(ctx, list, client.MatchingFields{manager.ParentIndex: key.String()}, client.DisableReadYourWritesConsistency); err != nil {
@@ -127,7 +130,7 @@ func (r *Reconciler) readListenerSets(ctx context.Context, key types.NamespacedN
 	}
 	for _, ls := range rules.FromListenerSets(list.Items) {
 		if ls.DeletionTimestamp.IsZero() {
-			in.Fragments = append(in.Fragments, ls)
+			in.Sources = append(in.Sources, ls)
 		} else {
 			in.Deleting = append(in.Deleting, ls)
 		}
@@ -166,7 +169,7 @@ func (r *Reconciler) takeBack(ctx context.Context, parent string, gw *gwv1.Gatew
 	}
 	var errs []error
 	for _, ls := range rules.FromListenerSets(list.Items) {
-		pending := r.setReports.forget(client.ObjectKeyFromObject(&ls))
+		pending := r.setReports.forget(ls.Ref().NamespacedName)
 		if r.ManageReferenceGrants {
 			errs = append(errs, r.applyGrant(ctx, &ls, nil, nil, false))
 		}
@@ -284,7 +287,7 @@ func (r *Reconciler) applyGatewayStatus(ctx context.Context, gw *gwv1.Gateway, s
 // releaseStatus gives up the status gatefold wrote on a ListenerSet it no
 // longer folds, for the implementation or no one: an apply without a status
 // removes the conditions and listeners gatefold owns.
-func (r *Reconciler) releaseStatus(ctx context.Context, ls *v1alpha1.ListenerFragment) error {
+func (r *Reconciler) releaseStatus(ctx context.Context, ls *rules.Source) error {
 	if err := r.fenced(); err != nil {
 		return err
 	}
@@ -297,7 +300,7 @@ func (r *Reconciler) releaseStatus(ctx context.Context, ls *v1alpha1.ListenerFra
 			return err // a status write, which folds nothing: the reconcile retries
 		}
 		statusApplies.WithLabelValues(resultError).Inc()
-		return fmt.Errorf("releasing the status of %s: %w", rules.RefOf(ls), err)
+		return fmt.Errorf("releasing the status of %s: %w", ls.Ref(), err)
 	}
 	statusApplies.WithLabelValues(resultWritten).Inc()
 	log.FromContext(ctx).Info("Released the status of a ListenerSet gatefold no longer folds", "listenerSet", klog.KObj(ls))
@@ -306,7 +309,7 @@ func (r *Reconciler) releaseStatus(ctx context.Context, ls *v1alpha1.ListenerFra
 
 // listenerSetsWithCertificatesIn lists the ListenerSets whose certificateRefs
 // point into namespace ns, other than their own.
-func (r *Reconciler) listenerSetsWithCertificatesIn(ctx context.Context, ns string) ([]v1alpha1.ListenerFragment, error) {
+func (r *Reconciler) listenerSetsWithCertificatesIn(ctx context.Context, ns string) ([]rules.Source, error) {
 	if r.ListenerSetControllers.Len() == 0 {
 		return nil, nil
 	}
@@ -319,7 +322,7 @@ func (r *Reconciler) listenerSetsWithCertificatesIn(ctx context.Context, ns stri
 
 // ownerOfGrant returns the source that controls a ReferenceGrant the
 // merger keeps, nil when it is none of gatefold's.
-func (r *Reconciler) ownerOfGrant(ctx context.Context, o client.Object) *v1alpha1.ListenerFragment {
+func (r *Reconciler) ownerOfGrant(ctx context.Context, o client.Object) *rules.Source {
 	ref := metav1.GetControllerOf(o)
 	if ref == nil {
 		return nil
@@ -333,9 +336,9 @@ func (r *Reconciler) ownerOfGrant(ctx context.Context, o client.Object) *v1alpha
 	default:
 		return nil
 	}
-	lf, err := r.getSource(ctx, kind, client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name})
+	src, err := r.getSource(ctx, kind, client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name})
 	if err != nil {
 		return nil
 	}
-	return lf
+	return src
 }

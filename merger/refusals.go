@@ -9,7 +9,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/rules"
 )
 
@@ -18,7 +17,7 @@ import (
 // that changes under it is noticed within this time.
 const refusalTTL = time.Minute
 
-// refusalMemo remembers, per Gateway, the fragments the API server refused,
+// refusalMemo remembers, per Gateway, the sources the API server refused,
 // so that a reconcile does not pay the refused apply and its dry runs again
 // for every event while nothing changed.
 type refusalMemo struct {
@@ -28,7 +27,7 @@ type refusalMemo struct {
 	owner map[types.NamespacedName]ownerRefusal
 }
 
-// ownerRefusal holds while the Gateway's spec and its fragments are as they
+// ownerRefusal holds while the Gateway's spec and its sources are as they
 // were when it was refused.
 type ownerRefusal struct {
 	generation  int64
@@ -37,37 +36,37 @@ type ownerRefusal struct {
 	at          time.Time
 }
 
-// fingerprint names the fragments of a fold and their generations.
-func fingerprint(fragments []v1alpha1.ListenerFragment) string {
-	parts := make([]string, len(fragments))
-	for i := range fragments {
-		parts[i] = fmt.Sprintf("%s/%s/%s/%d", fragments[i].Namespace, fragments[i].Name, fragments[i].UID, fragments[i].Generation)
+// fingerprint names the sources of a fold and their generations.
+func fingerprint(sources []rules.Source) string {
+	parts := make([]string, len(sources))
+	for i := range sources {
+		parts[i] = fmt.Sprintf("%s/%s/%s/%d", sources[i].Namespace, sources[i].Name, sources[i].UID, sources[i].Generation)
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, ",")
 }
 
-// recallOwner returns the Gateway's refusal no fragment causes, if it still
+// recallOwner returns the Gateway's refusal no source causes, if it still
 // holds.
-func (m *refusalMemo) recallOwner(gateway types.NamespacedName, generation int64, fragments []v1alpha1.ListenerFragment, now time.Time) error {
+func (m *refusalMemo) recallOwner(gateway types.NamespacedName, generation int64, sources []rules.Source, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.owner[gateway]
-	if !ok || r.generation != generation || r.fingerprint != fingerprint(fragments) || now.Sub(r.at) >= refusalTTL {
+	if !ok || r.generation != generation || r.fingerprint != fingerprint(sources) || now.Sub(r.at) >= refusalTTL {
 		delete(m.owner, gateway)
 		return nil
 	}
 	return r.err
 }
 
-// rememberOwner records a refusal no fragment causes.
-func (m *refusalMemo) rememberOwner(gateway types.NamespacedName, generation int64, fragments []v1alpha1.ListenerFragment, err error, now time.Time) {
+// rememberOwner records a refusal no source causes.
+func (m *refusalMemo) rememberOwner(gateway types.NamespacedName, generation int64, sources []rules.Source, err error, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.owner == nil {
 		m.owner = map[types.NamespacedName]ownerRefusal{}
 	}
-	m.owner[gateway] = ownerRefusal{generation: generation, fingerprint: fingerprint(fragments), err: err, at: now}
+	m.owner[gateway] = ownerRefusal{generation: generation, fingerprint: fingerprint(sources), err: err, at: now}
 }
 
 type refusal struct {
@@ -77,9 +76,9 @@ type refusal struct {
 	at         time.Time
 }
 
-// recall returns the refusals of the Gateway's fragments that still hold:
+// recall returns the refusals of the Gateway's sources that still hold:
 // same object, same generation, not expired. It drops the others.
-func (m *refusalMemo) recall(gateway types.NamespacedName, fragments []v1alpha1.ListenerFragment, now time.Time) map[rules.SourceRef]string {
+func (m *refusalMemo) recall(gateway types.NamespacedName, sources []rules.Source, now time.Time) map[rules.SourceRef]string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	held := m.byGateway[gateway]
@@ -88,9 +87,9 @@ func (m *refusalMemo) recall(gateway types.NamespacedName, fragments []v1alpha1.
 	}
 	out := map[rules.SourceRef]string{}
 	kept := map[rules.SourceRef]refusal{}
-	for i := range fragments {
-		k := rules.RefOf(&fragments[i])
-		if r, ok := held[k]; ok && r.uid == fragments[i].UID && r.generation == fragments[i].Generation && now.Sub(r.at) < refusalTTL {
+	for i := range sources {
+		k := sources[i].Ref()
+		if r, ok := held[k]; ok && r.uid == sources[i].UID && r.generation == sources[i].Generation && now.Sub(r.at) < refusalTTL {
 			out[k] = r.message
 			kept[k] = r
 		}
@@ -99,8 +98,8 @@ func (m *refusalMemo) recall(gateway types.NamespacedName, fragments []v1alpha1.
 	return out
 }
 
-// remember records newly refused fragments of a Gateway.
-func (m *refusalMemo) remember(gateway types.NamespacedName, fragments []v1alpha1.ListenerFragment, refused map[rules.SourceRef]string, now time.Time) {
+// remember records newly refused sources of a Gateway.
+func (m *refusalMemo) remember(gateway types.NamespacedName, sources []rules.Source, refused map[rules.SourceRef]string, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.byGateway == nil {
@@ -109,10 +108,10 @@ func (m *refusalMemo) remember(gateway types.NamespacedName, fragments []v1alpha
 	if m.byGateway[gateway] == nil {
 		m.byGateway[gateway] = map[rules.SourceRef]refusal{}
 	}
-	for i := range fragments {
-		k := rules.RefOf(&fragments[i])
+	for i := range sources {
+		k := sources[i].Ref()
 		if msg, ok := refused[k]; ok {
-			m.byGateway[gateway][k] = refusal{uid: fragments[i].UID, generation: fragments[i].Generation, message: msg, at: now}
+			m.byGateway[gateway][k] = refusal{uid: sources[i].UID, generation: sources[i].Generation, message: msg, at: now}
 		}
 	}
 }

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
@@ -34,10 +33,10 @@ type report struct {
 	status     v1alpha1.ListenerFragmentStatus
 }
 
-// supersededBy says whether the fold's view of lf is of a newer object than
+// supersededBy says whether the fold's view of src is of a newer object than
 // the one rep was decided for.
-func (rep *report) supersededBy(lf *v1alpha1.ListenerFragment) bool {
-	return lf.UID != rep.uid || lf.Generation > rep.generation
+func (rep *report) supersededBy(src *rules.Source) bool {
+	return src.UID != rep.uid || src.Generation > rep.generation
 }
 
 // reports are the statuses the folds decided for sources of one kind and
@@ -49,21 +48,21 @@ type reports struct {
 	queue atomic.Pointer[queue]
 }
 
-// publish records the status a fold decided for lf, as the cache showed lf to
-// the fold, and wakes a status writer. A report of an older generation than
-// the one pending is dropped; with nothing pending and the status stored
+// publish records the status a fold decided for src, as the cache showed src
+// to the fold, and wakes a status writer. A report of an older generation
+// than the one pending is dropped; with nothing pending and the status stored
 // there is nothing to write, else the writer, which reads its writes, decides.
-func (rs *reports) publish(lf *v1alpha1.ListenerFragment, st v1alpha1.ListenerFragmentStatus) {
-	key := client.ObjectKeyFromObject(lf)
-	if rules.KindOf(lf) == rules.KindListenerSet {
+func (rs *reports) publish(src *rules.Source, st v1alpha1.ListenerFragmentStatus) {
+	key := src.Ref().NamespacedName
+	if src.Kind == rules.KindListenerSet {
 		// As stored: a ListenerSet's status cannot say which Gateway
 		// listener each listener became.
 		st = rules.FromListenerSetStatus(rules.ToListenerSetStatus(st))
 	}
-	_, stored := stamped(st, lf.Status)
+	_, stored := stamped(st, src.Status)
 	rs.mu.Lock()
 	old := rs.pending[key]
-	if old != nil && old.uid == lf.UID && old.generation > lf.Generation {
+	if old != nil && old.uid == src.UID && old.generation > src.Generation {
 		rs.mu.Unlock()
 		return
 	}
@@ -75,7 +74,7 @@ func (rs *reports) publish(lf *v1alpha1.ListenerFragment, st v1alpha1.ListenerFr
 	if rs.pending == nil {
 		rs.pending = map[types.NamespacedName]*report{}
 	}
-	rs.pending[key] = &report{uid: lf.UID, generation: lf.Generation, status: st}
+	rs.pending[key] = &report{uid: src.UID, generation: src.Generation, status: st}
 	rs.mu.Unlock()
 	if q := rs.queue.Load(); q != nil {
 		(*q).Add(reconcile.Request{NamespacedName: key})
@@ -136,7 +135,7 @@ func (w statusWriter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	if rep == nil {
 		return ctrl.Result{}, nil
 	}
-	lf, err := w.r.getSource(ctx, w.kind, req.NamespacedName)
+	src, err := w.r.getSource(ctx, w.kind, req.NamespacedName)
 	switch {
 	case apierrors.IsNotFound(err):
 		reports.done(req.NamespacedName, rep)
@@ -145,7 +144,7 @@ func (w statusWriter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		return ctrl.Result{}, err
 	}
 	if w.kind == rules.KindListenerSet {
-		switch ok, err := w.r.reportable(ctx, lf); {
+		switch ok, err := w.r.reportable(ctx, src); {
 		case err != nil:
 			return ctrl.Result{}, err
 		case !ok:
@@ -154,22 +153,22 @@ func (w statusWriter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		}
 	}
 	switch {
-	case rep.supersededBy(lf):
+	case rep.supersededBy(src):
 		// The fold of the newer object publishes its own report.
 		reports.done(req.NamespacedName, rep)
 		return ctrl.Result{}, nil
-	case lf.Generation < rep.generation:
+	case src.Generation < rep.generation:
 		// The cache has not seen the fragment the fold read: its update
 		// brings this request back.
 		return ctrl.Result{}, nil
 	}
-	desired, stored := stamped(rep.status, lf.Status)
+	desired, stored := stamped(rep.status, src.Status)
 	if stored {
 		statusApplies.WithLabelValues(resultUnchanged).Inc()
 		reports.done(req.NamespacedName, rep)
 		return ctrl.Result{}, nil
 	}
-	switch err := w.r.applyStatus(ctx, lf, desired); {
+	switch err := w.r.applyStatus(ctx, src, desired); {
 	case errors.Is(err, errFenced):
 		// This replica may have lost its lease, or may renew it yet: it
 		// looks again then.

@@ -64,7 +64,8 @@ func TestReportsKeepTheNewestGenerationAndDropWhatIsStored(t *testing.T) {
 					uid = "a"
 				}
 				lf = fragment(uid, p.gen, stored)
-				rs.publish(lf, status(p.report))
+				src := rules.FromFragment(lf)
+				rs.publish(&src, status(p.report))
 			}
 			got := rs.get(client.ObjectKeyFromObject(lf))
 			switch {
@@ -87,7 +88,8 @@ func TestWriterDropsTheReportOfAnObjectCreatedAgain(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(lf).WithStatusSubresource(lf).Build()
 	r := &Reconciler{Client: c}
 	old := &v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "old", Generation: 3}}
-	r.fragmentReports.publish(old, v1alpha1.ListenerFragmentStatus{Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "NotAllowed"}}})
+	oldSrc := rules.FromFragment(old)
+	r.fragmentReports.publish(&oldSrc, v1alpha1.ListenerFragmentStatus{Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "NotAllowed"}}})
 	if _, err := (statusWriter{r: r, kind: rules.KindListenerFragment}).Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(lf)}); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +153,8 @@ func TestFencedLeaderWritesNoStatus(t *testing.T) {
 		t.Errorf("applyGatewayStatus = %v, want errFenced", err)
 	}
 	lf := &v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "f", ResourceVersion: "1"}}
-	if err := r.applyStatus(context.Background(), lf, v1alpha1.ListenerFragmentStatus{}); !errors.Is(err, errFenced) {
+	src := rules.FromFragment(lf)
+	if err := r.applyStatus(context.Background(), &src, v1alpha1.ListenerFragmentStatus{}); !errors.Is(err, errFenced) {
 		t.Errorf("applyStatus = %v, want errFenced", err)
 	}
 	if sent != 0 {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -59,15 +58,16 @@ type Options struct {
 const certificateNamespaceIndex = "gatefold.dev/certificate-namespaces"
 
 func certificateNamespaces(o client.Object) []string {
-	lf, ok := o.(*v1alpha1.ListenerFragment)
-	if !ok {
-		// What ForeignCertificateRefs reads of a ListenerSet, uncopied.
-		ls := o.(*gwv1.ListenerSet)
-		lf = &v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: ls.Namespace}, Spec: v1alpha1.ListenerFragmentSpec{Listeners: ls.Spec.Listeners}}
+	var listeners []gwv1.ListenerEntry
+	switch o := o.(type) {
+	case *v1alpha1.ListenerFragment:
+		listeners = o.Spec.Listeners
+	case *gwv1.ListenerSet:
+		listeners = o.Spec.Listeners
 	}
 	ns := sets.New[string]()
-	for i, l := range lf.Spec.Listeners {
-		for _, ref := range rules.ForeignCertificateRefs(lf.Namespace, i, l) {
+	for i, l := range listeners {
+		for _, ref := range rules.ForeignCertificateRefs(o.GetNamespace(), i, l) {
 			ns.Insert(ref.Namespace)
 		}
 	}
@@ -191,9 +191,9 @@ func (r *Reconciler) gatewaysOfNamespace(ctx context.Context, o client.Object) [
 			ctrl.LoggerFrom(ctx).Error(err, "Listing ListenerSets of a relabelled namespace", "namespace", o.GetName())
 			return nil
 		}
-		list.Items = append(list.Items, rules.FromListenerSets(sets.Items)...)
+		return parentsOf(append(rules.FromFragments(list.Items), rules.FromListenerSets(sets.Items)...))
 	}
-	return parentsOf(list.Items)
+	return parentsOf(rules.FromFragments(list.Items))
 }
 
 // gatewaysOfGrant maps a ReferenceGrant to the Gateways it matters to: those
@@ -211,19 +211,19 @@ func (r *Reconciler) gatewaysOfGrant(ctx context.Context, o client.Object) []rec
 		ctrl.LoggerFrom(ctx).Error(err, "Listing ListenerSets with certificates in a namespace", "namespace", o.GetNamespace())
 		return nil
 	}
-	list.Items = append(list.Items, sets...)
+	sources := append(rules.FromFragments(list.Items), sets...)
 	if owner := r.ownerOfGrant(ctx, o); owner != nil {
-		list.Items = append(list.Items, *owner)
+		sources = append(sources, *owner)
 	}
-	return parentsOf(list.Items)
+	return parentsOf(sources)
 }
 
-// parentsOf returns each distinct parent Gateway of the fragments once.
-func parentsOf(fragments []v1alpha1.ListenerFragment) []reconcile.Request {
+// parentsOf returns each distinct parent Gateway of the sources once.
+func parentsOf(sources []rules.Source) []reconcile.Request {
 	seen := map[reconcile.Request]bool{}
 	var out []reconcile.Request
-	for i := range fragments {
-		req := reconcile.Request{NamespacedName: rules.ParentOf(&fragments[i])}
+	for i := range sources {
+		req := reconcile.Request{NamespacedName: sources[i].Parent()}
 		if !seen[req] {
 			seen[req] = true
 			out = append(out, req)

@@ -6,8 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/fold"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // withdrawalMemo remembers, per Gateway, the listeners withdrawn by the last
@@ -19,7 +19,7 @@ type withdrawalMemo struct {
 
 // recall returns the withdrawals of the Gateway's sources: those the last
 // fold made, and those their statuses record that it does not know of.
-func (m *withdrawalMemo) recall(key types.NamespacedName, sources []v1alpha1.ListenerFragment, now time.Time) map[fold.WithdrawalKey]fold.Withdrawal {
+func (m *withdrawalMemo) recall(key types.NamespacedName, sources []rules.Source, now time.Time) map[fold.WithdrawalKey]fold.Withdrawal {
 	m.mu.Lock()
 	out := map[fold.WithdrawalKey]fold.Withdrawal{}
 	for k, w := range m.byGateway[key] {

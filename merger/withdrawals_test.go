@@ -23,7 +23,7 @@ func TestWithdrawalMemoRecallsItsOwnThenTheStatus(t *testing.T) {
 		{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "UnsupportedProtocol", ObservedGeneration: 2},
 		{Type: "Programmed", Status: metav1.ConditionFalse, Reason: "Withdrawn", ObservedGeneration: 2},
 	}}}
-	key := fold.WithdrawalKey{Source: rules.RefOf(lf), Generation: 2, Listener: "web"}
+	key := fold.WithdrawalKey{Source: rules.FragmentRef(lf), Generation: 2, Listener: "web"}
 	tests := map[string]struct {
 		remembered   map[fold.WithdrawalKey]fold.Withdrawal
 		forget       bool
@@ -40,7 +40,7 @@ func TestWithdrawalMemoRecallsItsOwnThenTheStatus(t *testing.T) {
 			if tc.forget {
 				m.forget(gw)
 			}
-			got := m.recall(gw, []v1alpha1.ListenerFragment{*lf}, now)
+			got := m.recall(gw, []rules.Source{rules.FromFragment(lf)}, now)
 			if w, ok := got[key]; !ok || w.Attempts != tc.wantAttempts {
 				t.Errorf("Recalled %+v, want listener web withdrawn with %d attempts", got, tc.wantAttempts)
 			}

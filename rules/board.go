@@ -8,8 +8,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-
-	"github.com/gatefold/gatefold/api/v1alpha1"
 )
 
 // Board is a Gateway's listeners as they are taken, first come first served:
@@ -128,18 +126,18 @@ func (h Holder) sameSource(o Holder) bool {
 // ReserveClaimed reserves on b each listener of a source of sources (those
 // the fold places, in precedence order) whose tuple that source's claim
 // holds: claims maps each claimed tuple to the fragment holding it.
-func ReserveClaimed(b *Board, sources []v1alpha1.ListenerFragment, claims map[Tuple]types.NamespacedName) {
+func ReserveClaimed(b *Board, sources []Source, claims map[Tuple]types.NamespacedName) {
 	if len(claims) == 0 {
 		return
 	}
 	for i := range sources {
-		lf := &sources[i]
-		if KindOf(lf) != KindListenerFragment {
+		src := &sources[i]
+		if src.Kind != KindListenerFragment {
 			continue
 		}
-		for _, l := range lf.Spec.Listeners {
-			if holder, ok := claims[EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()]; ok && holder.Namespace == lf.Namespace && holder.Name == lf.Name {
-				b.Reserve(HolderOf(lf, l))
+		for _, l := range src.Listeners {
+			if holder, ok := claims[EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()]; ok && holder.Namespace == src.Namespace && holder.Name == src.Name {
+				b.Reserve(HolderOf(src.Ref(), l))
 			}
 		}
 	}

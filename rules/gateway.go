@@ -62,11 +62,11 @@ func SoleStatusWriter(managed []metav1.ManagedFieldsEntry) bool {
 }
 
 // OwnListeners returns the Gateway's own listeners: those that gatefold
-// neither applied (managed) nor would name for one of the fragments (or
-// ListenerSets). A listener folded for a since-deleted fragment is therefore
-// not "own", and neither is one a fragment is about to get.
-func OwnListeners(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], fragments []v1alpha1.ListenerFragment) []gwv1.Listener {
-	generated := GeneratedNames(fragments)
+// neither applied (managed) nor would name for one of the sources. A
+// listener folded for a since-deleted source is therefore not "own", and
+// neither is one a source is about to get.
+func OwnListeners(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], sources []Source) []gwv1.Listener {
+	generated := GeneratedNames(sources)
 	var own []gwv1.Listener
 	for _, l := range gw.Spec.Listeners {
 		if !managed.Has(l.Name) && !generated.Has(l.Name) {
@@ -77,11 +77,12 @@ func OwnListeners(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], fragment
 }
 
 // GeneratedNames are the Gateway listener names of the sources' listeners.
-func GeneratedNames(sources []v1alpha1.ListenerFragment) sets.Set[gwv1.SectionName] {
+func GeneratedNames(sources []Source) sets.Set[gwv1.SectionName] {
 	names := sets.New[gwv1.SectionName]()
 	for i := range sources {
-		for _, l := range sources[i].Spec.Listeners {
-			names.Insert(GatewayListenerName(&sources[i], l.Name))
+		ref := sources[i].Ref()
+		for _, l := range sources[i].Listeners {
+			names.Insert(GatewayListenerName(ref, l.Name))
 		}
 	}
 	return names

@@ -29,53 +29,52 @@ type Trial struct {
 	Fits []int
 }
 
-// Place places the listeners of lf, a fragment or ListenerSet, on the board of
-// Gateway gateway, as the fold does, and returns what became of each. A
-// listener without a granted certificate (grants by namespace), or conflicting
-// with the board or an earlier listener of lf, is left out; the others are
-// placed together or, past MaxListeners, not at all, since a route needs them
-// all. A pool's fold uses Try and Commit instead, counting room per Gateway.
-func (b *Board) Place(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant, gateway string) []Placement {
-	return b.PlaceWithout(lf, grants, gateway, nil)
+// Place places the listeners of src on the board of Gateway gateway, as the
+// fold does, and returns what became of each. A listener without a granted
+// certificate (grants by namespace), or conflicting with the board or an
+// earlier listener of src, is left out; the others are placed together or,
+// past MaxListeners, not at all, since a route needs them all. A pool's fold uses Try and Commit instead, counting room per Gateway.
+func (b *Board) Place(src *Source, grants map[string][]gwv1.ReferenceGrant, gateway string) []Placement {
+	return b.PlaceWithout(src, grants, gateway, nil)
 }
 
 // PlaceWithout is Place with the listeners of withheld, by index, left out
 // as it says: the fold withholds those the Gateway implementation refused.
-func (b *Board) PlaceWithout(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant, gateway string, withheld map[int]Placement) []Placement {
-	t := b.Try(lf, grants, gateway, withheld)
+func (b *Board) PlaceWithout(src *Source, grants map[string][]gwv1.ReferenceGrant, gateway string, withheld map[int]Placement) []Placement {
+	t := b.Try(src, grants, gateway, withheld)
 	if b.Len()+len(t.Fits) > b.limit {
-		return t.NoRoom(TooManyListenersMessage(gateway, b.Len(), KindOf(lf), len(t.Fits)))
+		return t.NoRoom(TooManyListenersMessage(gateway, b.Len(), src.Kind, len(t.Fits)))
 	}
-	return b.Commit(lf, t, t.Fits)
+	return b.Commit(src, t, t.Fits)
 }
 
-// Try decides every listener of lf but room, and changes nothing: see Place.
+// Try decides every listener of src but room, and changes nothing: see Place.
 // The listeners of withheld, by index, are left out as it says.
-func (b *Board) Try(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant, gateway string, withheld map[int]Placement) Trial {
-	kind := KindOf(lf)
-	t := Trial{Placements: make([]Placement, len(lf.Spec.Listeners))}
+func (b *Board) Try(src *Source, grants map[string][]gwv1.ReferenceGrant, gateway string, withheld map[int]Placement) Trial {
+	ref := src.Ref()
+	t := Trial{Placements: make([]Placement, len(src.Listeners))}
 	mine := NewBoard()
-	for i, l := range lf.Spec.Listeners {
+	for i, l := range src.Listeners {
 		if w, ok := withheld[i]; ok {
 			t.Placements[i] = w
 			continue
 		}
 		// Checked on every fold, not only at admission: a revoked grant
 		// withdraws the listener.
-		if refs := UngrantedRefs(kind, lf.Namespace, i, l, grants); len(refs) > 0 {
-			t.Placements[i] = Placement{Reason: gwv1.ListenerEntryReasonRefNotPermitted, Message: RefNotPermittedMessage(kind, lf.Namespace, refs[0])}
+		if refs := UngrantedRefs(ref.Kind, ref.Namespace, i, l, grants); len(refs) > 0 {
+			t.Placements[i] = Placement{Reason: gwv1.ListenerEntryReasonRefNotPermitted, Message: RefNotPermittedMessage(ref.Kind, ref.Namespace, refs[0])}
 			continue
 		}
 		e := EntryOf(l.Port, l.Protocol, l.Hostname)
-		c := b.reservedConflict(e, HolderOf(lf, l))
+		c := b.reservedConflict(e, HolderOf(ref, l))
 		if c == nil {
 			c = conflictOf(e, b, mine)
 		}
 		if c != nil {
-			t.Placements[i] = Placement{Reason: gwv1.ListenerEntryConditionReason(c.Reason), Message: c.Message(e, gateway, lf.Namespace)}
+			t.Placements[i] = Placement{Reason: gwv1.ListenerEntryConditionReason(c.Reason), Message: c.Message(e, gateway, ref.Namespace)}
 			continue
 		}
-		mine.Take(HolderOf(lf, l))
+		mine.Take(HolderOf(ref, l))
 		t.Fits = append(t.Fits, i)
 	}
 	return t
@@ -84,9 +83,10 @@ func (b *Board) Try(lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.Refe
 // Commit puts the listeners of t with the given indexes (t.Fits, or the part
 // that has room after NoRoom) on the board, and returns t's placements. A
 // placed listener's Message is left to the fold, which names where it landed.
-func (b *Board) Commit(lf *v1alpha1.ListenerFragment, t Trial, fits []int) []Placement {
+func (b *Board) Commit(src *Source, t Trial, fits []int) []Placement {
+	ref := src.Ref()
 	for _, i := range fits {
-		b.Take(HolderOf(lf, lf.Spec.Listeners[i]))
+		b.Take(HolderOf(ref, src.Listeners[i]))
 		t.Placements[i] = Placement{Reason: gwv1.ListenerEntryReasonAccepted}
 	}
 	return t.Placements

@@ -139,7 +139,7 @@ func TestOwnListeners(t *testing.T) {
 	generated := string(v1alpha1.ListenerName("shop", "checkout", "https"))
 	gw := &gwv1.Gateway{Spec: gwv1.GatewaySpec{Listeners: []gwv1.Listener{l("main"), l(generated), l("left-behind"), l("https")}}}
 	var got []gwv1.SectionName
-	for _, o := range OwnListeners(gw, sets.New[gwv1.SectionName]("left-behind"), []v1alpha1.ListenerFragment{lf}) {
+	for _, o := range OwnListeners(gw, sets.New[gwv1.SectionName]("left-behind"), []Source{FromFragment(&lf)}) {
 		got = append(got, o.Name)
 	}
 	// A listener gatefold folded for a since-deleted fragment is not own; a
@@ -278,11 +278,11 @@ func FuzzConflictOf(f *testing.F) {
 }
 
 func TestPrecedence(t *testing.T) {
-	at := func(ns, name string, sec int64) v1alpha1.ListenerFragment {
-		return v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.Unix(sec, 0)}}
+	at := func(ns, name string, sec int64) Source {
+		return FromFragment(&v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.Unix(sec, 0)}})
 	}
 	tests := map[string]struct {
-		a, b v1alpha1.ListenerFragment
+		a, b Source
 		want int
 	}{
 		"the older fragment comes first, whatever its name": {a: at("z", "z", 1), b: at("a", "a", 2), want: -1},

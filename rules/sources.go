@@ -12,12 +12,6 @@ import (
 	"github.com/gatefold/gatefold/api/v1alpha1"
 )
 
-// Listeners come from two kinds of source: gatefold's ListenerFragments, and
-// upstream ListenerSets of the GatewayClasses a user opts in. Their specs have
-// one shape (a parentRef and ListenerEntries), so a ListenerSet is read as a
-// ListenerFragment whose TypeMeta says ListenerSet, and every rule applies to
-// both alike: one precedence, one board, one grant check.
-
 // Kinds of listener source.
 const (
 	KindListenerFragment = "ListenerFragment"
@@ -27,15 +21,6 @@ const (
 // FeatureListenerSet is the name a GatewayClass lists in
 // status.supportedFeatures when its implementation supports ListenerSets.
 const FeatureListenerSet gwv1.FeatureName = "ListenerSet"
-
-// KindOf returns the kind of source lf stands for. Objects read from the
-// API carry no TypeMeta: those are ListenerFragments.
-func KindOf(lf *v1alpha1.ListenerFragment) string {
-	if lf.Kind == KindListenerSet && lf.APIVersion == APIVersionOf(KindListenerSet) {
-		return KindListenerSet
-	}
-	return KindListenerFragment
-}
 
 // GroupOfKind returns the API group of a kind of source.
 func GroupOfKind(kind string) string {
@@ -59,9 +44,9 @@ type SourceRef struct {
 	types.NamespacedName
 }
 
-// RefOf returns the name of the source lf stands for.
-func RefOf(lf *v1alpha1.ListenerFragment) SourceRef {
-	return SourceRef{Kind: KindOf(lf), NamespacedName: types.NamespacedName{Namespace: lf.Namespace, Name: lf.Name}}
+// FragmentRef returns the name of fragment lf.
+func FragmentRef(lf *v1alpha1.ListenerFragment) SourceRef {
+	return SourceRef{Kind: KindListenerFragment, NamespacedName: types.NamespacedName{Namespace: lf.Namespace, Name: lf.Name}}
 }
 
 // String is the kind and namespace/name, as a user would look it up.
@@ -73,27 +58,57 @@ func SelectsGateway(ref gwv1.ParentGatewayReference) bool {
 	return (ref.Group == nil || *ref.Group == gwv1.GroupName) && (ref.Kind == nil || *ref.Kind == "Gateway")
 }
 
-// FromListenerSet returns the ListenerSet as the rules read it: a
-// ListenerFragment of kind ListenerSet with the same metadata, parentRef,
-// listeners and status.
-func FromListenerSet(ls *gwv1.ListenerSet) v1alpha1.ListenerFragment {
-	ls = ls.DeepCopy()
-	return v1alpha1.ListenerFragment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: gwv1.GroupVersion.String(), Kind: KindListenerSet},
-		ObjectMeta: ls.ObjectMeta,
-		Spec:       v1alpha1.ListenerFragmentSpec{ParentRef: ls.Spec.ParentRef, Listeners: ls.Spec.Listeners},
-		Status:     FromListenerSetStatus(ls.Status),
-	}
+// Source is a source of listeners: a ListenerFragment or a ListenerSet.
+// Their specs have one shape, so every rule applies to both alike: one
+// precedence, one board, one grant check.
+type Source struct {
+	// Kind is KindListenerFragment or KindListenerSet.
+	Kind string
+	metav1.ObjectMeta
+	ParentRef gwv1.ParentGatewayReference
+	Listeners []gwv1.ListenerEntry
+	// Status is in a fragment's shape (FromListenerSetStatus).
+	Status v1alpha1.ListenerFragmentStatus
 }
 
-// FromListenerSets returns each ListenerSet as the rules read it.
-func FromListenerSets(items []gwv1.ListenerSet) []v1alpha1.ListenerFragment {
-	out := make([]v1alpha1.ListenerFragment, 0, len(items))
+// FromFragment returns fragment lf as a source; it shares lf's slices and
+// maps.
+func FromFragment(lf *v1alpha1.ListenerFragment) Source {
+	return Source{Kind: KindListenerFragment, ObjectMeta: lf.ObjectMeta, ParentRef: lf.Spec.ParentRef, Listeners: lf.Spec.Listeners, Status: lf.Status}
+}
+
+// FromFragments returns each fragment as a source.
+func FromFragments(items []v1alpha1.ListenerFragment) []Source {
+	out := make([]Source, 0, len(items))
+	for i := range items {
+		out = append(out, FromFragment(&items[i]))
+	}
+	return out
+}
+
+// FromListenerSet returns a deep copy of ListenerSet ls as a source.
+func FromListenerSet(ls *gwv1.ListenerSet) Source {
+	ls = ls.DeepCopy()
+	return Source{Kind: KindListenerSet, ObjectMeta: ls.ObjectMeta, ParentRef: ls.Spec.ParentRef, Listeners: ls.Spec.Listeners, Status: FromListenerSetStatus(ls.Status)}
+}
+
+// FromListenerSets returns each ListenerSet as a source.
+func FromListenerSets(items []gwv1.ListenerSet) []Source {
+	out := make([]Source, 0, len(items))
 	for i := range items {
 		out = append(out, FromListenerSet(&items[i]))
 	}
 	return out
 }
+
+// Ref returns the name of s.
+func (s *Source) Ref() SourceRef {
+	return SourceRef{Kind: s.Kind, NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}}
+}
+
+// Parent returns the Gateway s's parentRef names; the namespace defaults to
+// its own.
+func (s *Source) Parent() types.NamespacedName { return parentOf(s.Namespace, s.ParentRef) }
 
 // FromListenerSetStatus returns a ListenerSet's status in a fragment's shape.
 func FromListenerSetStatus(st gwv1.ListenerSetStatus) v1alpha1.ListenerFragmentStatus {
@@ -119,19 +134,18 @@ func ToListenerSetStatus(st v1alpha1.ListenerFragmentStatus) gwv1.ListenerSetSta
 	return out
 }
 
-// GatewayListenerName returns the name listener `listener` of lf gets on the
-// Gateway. The names of the two kinds never collide: a ListenerSet's carry
-// the kind (see v1alpha1.ListenerSetListenerName).
-func GatewayListenerName(lf *v1alpha1.ListenerFragment, listener gwv1.SectionName) gwv1.SectionName {
-	if KindOf(lf) == KindListenerSet {
-		return v1alpha1.ListenerSetListenerName(lf.Namespace, lf.Name, listener)
+// GatewayListenerName returns the name listener `listener` of source src
+// gets on the Gateway. The two kinds' names never collide.
+func GatewayListenerName(src SourceRef, listener gwv1.SectionName) gwv1.SectionName {
+	if src.Kind == KindListenerSet {
+		return v1alpha1.ListenerSetListenerName(src.Namespace, src.Name, listener)
 	}
-	return v1alpha1.ListenerName(lf.Namespace, lf.Name, listener)
+	return v1alpha1.ListenerName(src.Namespace, src.Name, listener)
 }
 
-// HolderOf returns listener l of lf as a holder of its tuple.
-func HolderOf(lf *v1alpha1.ListenerFragment, l gwv1.ListenerEntry) Holder {
-	return Holder{Kind: KindOf(lf), Namespace: lf.Namespace, Fragment: lf.Name, Listener: l.Name, Entry: EntryOf(l.Port, l.Protocol, l.Hostname)}
+// HolderOf returns listener l of source src as a holder of its tuple.
+func HolderOf(src SourceRef, l gwv1.ListenerEntry) Holder {
+	return Holder{Kind: src.Kind, Namespace: src.Namespace, Fragment: src.Name, Listener: l.Name, Entry: EntryOf(l.Port, l.Protocol, l.Hostname)}
 }
 
 // ListenerSetsFolded says whether gatefold folds the ListenerSets of

@@ -48,7 +48,7 @@ func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission
 		warnings = append(warnings, fmt.Sprintf("metadata.annotations[%s] is %q: only \"true\" makes this Gateway the head of a pool, so gatefold treats it as unmarked", v1alpha1.PoolAnnotation, mark))
 	}
 	fragments, err := fragmentsOf(ctx, v.cache, gw)
-	var placed, listenerSets []v1alpha1.ListenerFragment
+	var placed, listenerSets []rules.Source
 	if err == nil {
 		listenerSets, err = listenerSetsOf(ctx, v.cache, v.listenerSetControllers, gw)
 		fragments = append(fragments, listenerSets...)
@@ -70,10 +70,10 @@ func (v *gatewayValidator) warn(ctx context.Context, gw *gwv1.Gateway) admission
 		}
 		h := rules.Holder{Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)}
 		n := map[string]int{}
-		for _, lf := range placed {
-			for _, e := range lf.Spec.Listeners {
+		for _, src := range placed {
+			for _, e := range src.Listeners {
 				if rules.ConflictOf(entryOf(e), h) != nil {
-					n[rules.KindOf(&lf)]++
+					n[src.Kind]++
 				}
 			}
 		}

@@ -131,7 +131,7 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 		}
 	}
 	grants := map[string][]gwv1.ReferenceGrant{}
-	if err := v.grantsFor(ctx, lf, grants); err != nil {
+	if err := v.grantsFor(ctx, lf.Namespace, lf.Spec.Listeners, grants); err != nil {
 		return nil, v.internal(ctx, lf, err)
 	}
 	errs = append(errs, CheckCertificateRefs(lf, grants)...)
@@ -198,12 +198,12 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *claims.View, 
 	rules.ReserveClaimed(b, placed, claims)
 	grants := map[string][]gwv1.ReferenceGrant{}
 	for _, f := range placed {
-		if rules.RefOf(&f) == rules.RefOf(lf) {
+		if f.Ref() == rules.FragmentRef(lf) {
 			continue
 		}
-		if err := v.grantsFor(ctx, &f, grants); err != nil {
+		if err := v.grantsFor(ctx, f.Namespace, f.Listeners, grants); err != nil {
 			// Another tenant's certificate namespace: not named.
-			logf.FromContext(ctx).Error(err, "Reading the ReferenceGrants of a stored source", "source", rules.RefOf(&f).String())
+			logf.FromContext(ctx).Error(err, "Reading the ReferenceGrants of a stored source", "source", f.Ref().String())
 			return nil, 0, fmt.Errorf("reading the ReferenceGrants of the sources of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
 		}
 		b.Place(&f, grants, klog.KObj(gw).String())
@@ -231,21 +231,20 @@ func invalid(lf *v1alpha1.ListenerFragment, errs field.ErrorList) error {
 	return apierrors.NewInvalid(fragmentGK, lf.Name, errs)
 }
 
-// fragmentsOf lists the fragments that name gw as their parent. They are
-// the cache's own objects, not copies (a pool's head has a thousand): they
-// must only be read.
-func fragmentsOf(ctx context.Context, c client.Reader, gw *gwv1.Gateway) ([]v1alpha1.ListenerFragment, error) {
+// fragmentsOf lists the fragments that name gw as their parent, as sources
+// that share the cache's objects, not copies (a pool's head has a
+// thousand): they must only be read.
+func fragmentsOf(ctx context.Context, c client.Reader, gw *gwv1.Gateway) ([]rules.Source, error) {
 	list := &v1alpha1.ListenerFragmentList{}
 	if err := c.List(ctx, list, client.MatchingFields{manager.ParentIndex: klog.KObj(gw).String()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing fragments of Gateway %s: %w", klog.KObj(gw), err)
 	}
-	return list.Items, nil
+	return rules.FromFragments(list.Items), nil
 }
 
-// listenerSetsOf lists gw's ListenerSets, as fragments of kind ListenerSet,
-// when gatefold folds those of its class (controllers are those opted in);
-// else none.
-func listenerSetsOf(ctx context.Context, cache client.Reader, controllers sets.Set[string], gw *gwv1.Gateway) ([]v1alpha1.ListenerFragment, error) {
+// listenerSetsOf lists gw's ListenerSets when gatefold folds those of its
+// class (controllers are those opted in); else none.
+func listenerSetsOf(ctx context.Context, cache client.Reader, controllers sets.Set[string], gw *gwv1.Gateway) ([]rules.Source, error) {
 	if controllers.Len() == 0 {
 		return nil, nil
 	}
@@ -267,12 +266,11 @@ func listenerSetsOf(ctx context.Context, cache client.Reader, controllers sets.S
 }
 
 // grantsFor adds to grants, by namespace, the ReferenceGrants of every
-// namespace the fragment's (or ListenerSet's) certificateRefs point into,
-// other than its own, and not in grants yet: the sources of one Gateway
-// share their reads.
-func (v *fragmentValidator) grantsFor(ctx context.Context, lf *v1alpha1.ListenerFragment, grants map[string][]gwv1.ReferenceGrant) error {
-	for i, l := range lf.Spec.Listeners {
-		for _, ref := range rules.ForeignCertificateRefs(lf.Namespace, i, l) {
+// namespace that listeners of a source in namespace ns point into with
+// certificateRefs, other than ns, and not in grants yet.
+func (v *fragmentValidator) grantsFor(ctx context.Context, ns string, listeners []gwv1.ListenerEntry, grants map[string][]gwv1.ReferenceGrant) error {
+	for i, l := range listeners {
+		for _, ref := range rules.ForeignCertificateRefs(ns, i, l) {
 			if _, done := grants[ref.Namespace]; done {
 				continue
 			}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/merger"
+	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/fixture"
 	"github.com/gatefold/gatefold/test/testenv"
 )
@@ -417,7 +418,7 @@ func TestReferenceGrantLifecycle(t *testing.T) {
 	create(t, lf)
 	lf = testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionTrue, "Accepted")
 
-	key := client.ObjectKey{Namespace: shop, Name: merger.GrantName(lf)}
+	key := client.ObjectKey{Namespace: shop, Name: merger.GrantName(rules.FragmentRef(lf))}
 	wantGrant := func(secrets ...string) {
 		t.Helper()
 		testenv.Eventually(t, settle, func() error {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/merger"
+	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/fixture"
 	"github.com/gatefold/gatefold/test/testenv"
 )
@@ -162,7 +163,7 @@ func TestForeignReferenceGrantIsNeverOverwritten(t *testing.T) {
 	create(t, gw)
 	lf := fixture.Fragment(shop, "app", gw, fixture.HTTPS("web", "app.example.com"))
 	theirs := &gwv1.ReferenceGrant{
-		ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: merger.GrantName(lf)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: merger.GrantName(rules.FragmentRef(lf))},
 		Spec: gwv1.ReferenceGrantSpec{
 			From: []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: "elsewhere"}},
 			To:   []gwv1.ReferenceGrantTo{{Kind: "Service"}},
@@ -298,7 +299,7 @@ func TestGatewayRefusalKeepsTheGrantsOfTheListenersThatStay(t *testing.T) {
 	create(t, lf)
 	wantListeners(t, gw, "legacy 8080/HTTP", folded(lf, "web")+" 443/HTTPS app.example.com")
 	lf = testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionTrue, "Accepted")
-	grant := client.ObjectKey{Namespace: shop, Name: merger.GrantName(lf)}
+	grant := client.ObjectKey{Namespace: shop, Name: merger.GrantName(rules.FragmentRef(lf))}
 	testenv.Eventually(t, settle, func() error { return env.Client.Get(ctx, grant, &gwv1.ReferenceGrant{}) })
 
 	forbid(t, infra, "object.spec.listeners.all(l, l.name != 'legacy')", "the listener named legacy must be renamed",
@@ -348,7 +349,7 @@ func TestGrantIsWrittenBeforeTheListenerLands(t *testing.T) {
 			if !ok || !slices.ContainsFunc(got.Spec.Listeners, func(l gwv1.Listener) bool { return string(l.Name) == folded(lf, "web") }) {
 				continue
 			}
-			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: shop, Name: merger.GrantName(lf)}, &gwv1.ReferenceGrant{}); err != nil {
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: shop, Name: merger.GrantName(rules.FragmentRef(lf))}, &gwv1.ReferenceGrant{}); err != nil {
 				t.Fatalf("The Gateway carries the folded listener before its ReferenceGrant exists: %v", err)
 			}
 			return
