@@ -4,6 +4,7 @@
 // listeners are placed on, a Gateway's own and managed listeners and
 // allowedListeners, the ReferenceGrant check, values the schema admits and
 // Gateway API does not, precedence, a source's parent and pool membership.
+// A Source is a ListenerFragment or a ListenerSet, which the rules read alike.
 //
 // It is the second stage of the data path (api → rules → claims → webhook;
 // rules → fold → merger). It imports only api/v1alpha1 and the Gateway API
