@@ -320,7 +320,7 @@ func TestCertManagerIssuesTheWebhookCertificate(t *testing.T) {
 	dir := t.TempDir()
 	mountSecret(t, c, secretKey, dir, 2*time.Second)
 	// Ready once the certificate is mounted.
-	addr := runInstalledManager(t, env, kubeconfig, "default", "--cert-mode=cert-manager", "--webhook-cert-dir="+dir)
+	addr := runInstalledManager(t, env, testenv.Gatefold{Overlay: "default", Args: []string{"--cert-mode=cert-manager", "--webhook-cert-dir=" + dir}})
 	r := startRelay(t, addr)
 	testenv.PointWebhooksAt(t, c, "https://"+r.addr)
 	// Only now: pointing the webhooks rewrites them whole.

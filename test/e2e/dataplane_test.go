@@ -50,7 +50,7 @@ func startTraefik(t *testing.T, backends ...string) (env *devenv.Env, dp *datapl
 	var kubeconfig string
 	env, kubeconfig = startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t), AuditLog: audit, AuditAll: true})
 
-	startInstalledManager(t, env, kubeconfig, "--listenerset-controllers="+dataplane.ControllerName)
+	startInstalledManager(t, env, "--listenerset-controllers="+dataplane.ControllerName)
 
 	dp, err = dataplane.Start(context.Background(), env.Client, dataplane.Options{
 		Binary: traefik, Kubeconfig: kubeconfig, Dir: t.TempDir(),

@@ -20,23 +20,8 @@ import (
 
 	"github.com/gatefold/gatefold/internal/dataplane"
 	"github.com/gatefold/gatefold/internal/devenv"
+	"github.com/gatefold/gatefold/test/testenv"
 )
-
-// buildGatefold builds the binary under test into a temporary folder.
-func buildGatefold(t *testing.T) string {
-	t.Helper()
-	root, err := devenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "gatefold")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gatefold")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("Building gatefold: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // childPIDs lists the processes whose parent is pid, from /proc.
 func childPIDs(t *testing.T, pid int) []string {
@@ -78,7 +63,7 @@ func TestDevServesCRDsAndStopsCleanly(t *testing.T) {
 	if traefik != "" {
 		args = append(args, "--traefik", traefik)
 	}
-	cmd := exec.Command(buildGatefold(t), args...)
+	cmd := exec.Command(testenv.MustBuildGatefold(t), args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

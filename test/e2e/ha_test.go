@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -40,17 +39,12 @@ const (
 )
 
 // replica is one `gatefold manager` process.
-type replica struct {
-	name   string
-	cmd    *exec.Cmd
-	log    string     // its stderr, where leader election is logged
-	exited chan error // receives the process's exit
-}
+type replica = testenv.Replica
 
 // ledSince returns when the replica logged that it took the lease, or the
 // zero time.
-func (r *replica) ledSince(t *testing.T) time.Time {
-	b, err := os.ReadFile(r.log)
+func ledSince(t *testing.T, r *replica) time.Time {
+	b, err := os.ReadFile(r.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +114,7 @@ func testLeaderFailover(t *testing.T, pooled bool, fragments, killAt int) {
 
 	replicas := startReplicas(t, env, dir)
 	first := waitLeader(t, replicas)
-	t.Logf("First leader: %s", first.name)
+	t.Logf("First leader: %s", first.Name)
 
 	// The burst: writers create fragments; every third one is deleted again.
 	// The leader is killed at killAt, as soon as it has folded into the last
@@ -161,7 +155,7 @@ func testLeaderFailover(t *testing.T, pooled bool, fragments, killAt int) {
 			// So that the leader dies mid-work, not before it.
 			waitFolded(t, env.Client, gw, poolSize(gw, killAt-(killAt+2)/3))
 			before = readPool(t, env.Client, gw).placement(gw)
-			if err := first.cmd.Process.Kill(); err != nil {
+			if err := first.Cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
 			killedAt = time.Now()
@@ -181,7 +175,7 @@ func testLeaderFailover(t *testing.T, pooled bool, fragments, killAt int) {
 		}
 	}
 	second := waitLeader(t, rest)
-	t.Logf("New leader: %s, %v after the kill", second.name, time.Since(killedAt).Round(time.Millisecond))
+	t.Logf("New leader: %s, %v after the kill", second.Name, time.Since(killedAt).Round(time.Millisecond))
 
 	p := waitListeners(t, env.Client, gw, want)
 	t.Logf("Converged to %d listeners on %d Gateways %v after the kill", len(want), len(p), time.Since(killedAt).Round(time.Millisecond))
@@ -223,7 +217,7 @@ func testLeaderFailover(t *testing.T, pooled bool, fragments, killAt int) {
 		want = append(want, fmt.Sprintf("%s 443/HTTPS frozen-set.example.com", v1alpha1.ListenerSetListenerName("team-a", set.Name, "web")))
 		sets++
 	}
-	if err := second.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := second.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	checkPending(t, env.Client, gw, want[fragmentCount:])
@@ -233,22 +227,21 @@ func testLeaderFailover(t *testing.T, pooled bool, fragments, killAt int) {
 	}
 	waitListeners(t, env.Client, gw, want)
 	waitAttachedListenerSets(t, env.Client, gw, int32(sets))
-	if err := second.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := second.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-second.exited:
-		second.exited <- err // for the cleanup
-		if err == nil {
-			t.Errorf("%s exited with status 0 after losing the lease, want a failure", second.name)
+	case <-second.Exited():
+		if second.Err() == nil {
+			t.Errorf("%s exited with status 0 after losing the lease, want a failure", second.Name)
 		}
-		if b, _ := os.ReadFile(second.log); !strings.Contains(string(b), "gatefold: running manager: leader election lost") {
-			t.Errorf("%s did not say why it exited:\n%s", second.name, b[max(0, len(b)-2000):])
+		if b, _ := os.ReadFile(second.Log); !strings.Contains(string(b), "gatefold: running manager: leader election lost") {
+			t.Errorf("%s did not say why it exited:\n%s", second.Name, b[max(0, len(b)-2000):])
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("%s still runs 30s after it lost the lease to %s", second.name, third.name)
+		t.Fatalf("%s still runs 30s after it lost the lease to %s", second.Name, third.Name)
 	}
-	checkDeposedWroteNothing(t, audit, second, third.ledSince(t))
+	checkDeposedWroteNothing(t, audit, second, ledSince(t, third))
 	if sets > 0 {
 		checkGatewayStatusWritten(t, audit, gw, third)
 	}
@@ -271,32 +264,13 @@ func testLeaderFailover(t *testing.T, pooled bool, fragments, killAt int) {
 // administrator), with a short lease, logging into dir.
 func startReplicas(t *testing.T, env *devenv.Env, dir string) []*replica {
 	t.Helper()
-	bin := buildGatefold(t)
-	asInstalled := installedKubeconfig(t, env, "ha")
-	replicas := make([]*replica, haReplicas)
-	for i := range replicas {
-		r := &replica{name: fmt.Sprintf("replica-%d", i), log: filepath.Join(dir, fmt.Sprintf("replica-%d.log", i))}
-		logFile, err := os.Create(r.log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.cmd = exec.Command(bin, "manager", "--kubeconfig", asInstalled,
-			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-			"--webhook-port", fmt.Sprint(testenv.MustFreePort(t)), "--webhook-cert-dir", env.WebhookCertDir(),
+	return testenv.MustStart(t, env, testenv.Gatefold{
+		Overlay: "ha", Binary: testenv.MustBuildGatefold(t), Replicas: haReplicas, Name: "replica", Dir: dir,
+		Args: []string{"--webhook-cert-dir", env.WebhookCertDir(),
 			"--leader-election-namespace", haNamespace, "--claims-namespace", haNamespace,
 			"--listenerset-controllers", haController,
-			"--zap-time-encoding", "rfc3339nano", "--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms")
-		r.cmd.Env = append(os.Environ(), "POD_NAME="+r.name)
-		r.cmd.Stdout, r.cmd.Stderr = logFile, logFile
-		if err := r.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		r.exited = make(chan error, 1)
-		go func() { r.exited <- r.cmd.Wait() }()
-		t.Cleanup(func() { _ = r.cmd.Process.Kill(); <-r.exited; logFile.Close(); testenv.CheckLogFile(t, r.log) })
-		replicas[i] = r
-	}
-	return replicas
+			"--zap-time-encoding", "rfc3339nano", "--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms"},
+	})
 }
 
 // pool is the Gateways of a pool as read: its head, then the siblings
@@ -434,15 +408,15 @@ func checkDeposedWroteNothing(t *testing.T, audit string, deposed *replica, succ
 	events := auditEvents(t, audit)
 	codes := map[string]int{}
 	for _, e := range events {
-		if !strings.Contains(e.UserAgent, "("+deposed.name+")") || e.ObjectRef.Resource == "leases" || e.StageTimestamp.Before(successorLeads) {
+		if !strings.Contains(e.UserAgent, "("+deposed.Name+")") || e.ObjectRef.Resource == "leases" || e.StageTimestamp.Before(successorLeads) {
 			continue
 		}
 		codes[fmt.Sprintf("%s %s/%s %d", e.Verb, e.ObjectRef.Resource, e.ObjectRef.Subresource, e.ResponseStatus.Code)]++
 		if e.ResponseStatus.Code < 300 {
-			t.Errorf("%s, deposed, wrote %s %s/%s (%s %d) after its successor took the lease", deposed.name, e.ObjectRef.Resource, e.ObjectRef.Namespace, e.ObjectRef.Name, e.Verb, e.ResponseStatus.Code)
+			t.Errorf("%s, deposed, wrote %s %s/%s (%s %d) after its successor took the lease", deposed.Name, e.ObjectRef.Resource, e.ObjectRef.Namespace, e.ObjectRef.Name, e.Verb, e.ResponseStatus.Code)
 		}
 	}
-	t.Logf("Writes of the deposed leader %s after its successor took the lease, by request and response code: %v", deposed.name, codes)
+	t.Logf("Writes of the deposed leader %s after its successor took the lease, by request and response code: %v", deposed.Name, codes)
 }
 
 // checkPending checks, with the leader frozen, that it holds folds it has
@@ -485,14 +459,14 @@ func waitAttachedListenerSets(t *testing.T, c client.Client, gw *gwv1.Gateway, n
 // status too.
 func checkGatewayStatusWritten(t *testing.T, audit string, gw *gwv1.Gateway, successor *replica) {
 	t.Helper()
-	leads := successor.ledSince(t)
+	leads := ledSince(t, successor)
 	for _, e := range auditEvents(t, audit) {
 		if e.ObjectRef.Resource == "gateways" && e.ObjectRef.Subresource == "status" && e.ObjectRef.Name == gw.Name && e.ResponseStatus.Code < 300 &&
-			strings.Contains(e.UserAgent, "("+successor.name+")") && !e.StageTimestamp.Before(leads) {
+			strings.Contains(e.UserAgent, "("+successor.Name+")") && !e.StageTimestamp.Before(leads) {
 			return
 		}
 	}
-	t.Errorf("The audit log has no write of Gateway %s/%s status by %s after it took the lease: the checks of who wrote did not see it", gw.Namespace, gw.Name, successor.name)
+	t.Errorf("The audit log has no write of Gateway %s/%s status by %s after it took the lease: the checks of who wrote did not see it", gw.Namespace, gw.Name, successor.Name)
 }
 
 // waitFolded waits until the pool of gw has the given number of Gateways
@@ -548,7 +522,7 @@ func waitLeader(t *testing.T, replicas []*replica) *replica {
 	var leader *replica
 	testenv.Eventually(t, 30*time.Second, func() error {
 		for _, r := range replicas {
-			if !r.ledSince(t).IsZero() {
+			if !ledSince(t, r).IsZero() {
 				leader = r
 				return nil
 			}
@@ -595,7 +569,7 @@ func checkOnlyLeadersWrote(t *testing.T, audit string, first, second *replica, r
 	t.Helper()
 	events := auditEvents(t, audit)
 	writes := map[string]int{}
-	secondLeads := second.ledSince(t)
+	secondLeads := ledSince(t, second)
 	for _, e := range events {
 		agent := e.UserAgent
 		if !strings.HasPrefix(agent, "gatefold/") {
@@ -606,17 +580,17 @@ func checkOnlyLeadersWrote(t *testing.T, audit string, first, second *replica, r
 			continue
 		}
 		writes[from]++
-		if from == second.name && e.StageTimestamp.Before(secondLeads) {
+		if from == second.Name && e.StageTimestamp.Before(secondLeads) {
 			t.Errorf("%s wrote %s %s/%s before it took the lease", from, e.ObjectRef.Resource, e.ObjectRef.Namespace, e.ObjectRef.Name)
 		}
 	}
 	t.Logf("Writes by replica: %v", writes)
 	for _, r := range rest {
-		if r != second && writes[r.name] != 0 {
-			t.Errorf("%s never led but made %d writes", r.name, writes[r.name])
+		if r != second && writes[r.Name] != 0 {
+			t.Errorf("%s never led but made %d writes", r.Name, writes[r.Name])
 		}
 	}
-	if writes[first.name] == 0 || writes[second.name] == 0 {
+	if writes[first.Name] == 0 || writes[second.Name] == 0 {
 		t.Errorf("Both leaders should have written: %v", writes)
 	}
 }

@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/gatefold/gatefold/internal/devenv"
-	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // startControlPlane starts a control plane for one test and writes an
@@ -38,20 +36,4 @@ func kubectl(t *testing.T, env *devenv.Env, kubeconfig string, args ...string) s
 		t.Fatalf("kubectl %v: %v\n%s", args, err, out)
 	}
 	return string(out)
-}
-
-// installedKubeconfig applies the ServiceAccount and RBAC of config/<overlay>
-// and writes a kubeconfig that impersonates that ServiceAccount, so the
-// gatefold processes a test runs have the rights a user installs, no more.
-func installedKubeconfig(t *testing.T, env *devenv.Env, overlay string) string {
-	t.Helper()
-	installed, err := testenv.Install(context.Background(), env, overlay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "gatefold.kubeconfig")
-	if err := installed.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	return kubeconfig
 }

@@ -34,9 +34,9 @@ const claimGrace = 10 * time.Second
 // released, and another tenant's fragment for the same tuple is then
 // admitted and folded.
 func TestDeletingANamespaceFreesItsTuples(t *testing.T) {
-	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t)})
+	env, _ := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t)})
 	c := env.Client
-	startInstalledManager(t, env, kubeconfig, fmt.Sprintf("--claim-grace=%s", claimGrace), "--claim-collect-period=1s")
+	startInstalledManager(t, env, fmt.Sprintf("--claim-grace=%s", claimGrace), "--claim-collect-period=1s")
 	ctx := context.Background()
 	for _, ns := range []string{"infra", "leaving", "arriving"} {
 		create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})

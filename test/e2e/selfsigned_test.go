@@ -6,8 +6,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"maps"
-	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -26,20 +24,6 @@ import (
 	"github.com/gatefold/gatefold/test/testenv"
 )
 
-func waitReady(t *testing.T, url string, log string) {
-	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-	}
-	b, _ := os.ReadFile(log)
-	t.Fatalf("%s is not ready after 60s; log:\n%s", url, b)
-}
-
 // TestSelfSignedCertificatesEndToEnd installs the self-signed overlay, runs
 // the manager out of cluster with --cert-mode=self-signed, and checks that it
 // creates the CA, injects the bundle, and that the API server then calls it
@@ -48,11 +32,11 @@ func waitReady(t *testing.T, url string, log string) {
 // closed before each round of requests, so that every call makes a new
 // handshake with the certificate served then.
 func TestSelfSignedCertificatesEndToEnd(t *testing.T) {
-	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t)})
+	env, _ := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t)})
 	c := env.Client
 	// Lifetimes short enough to renew the serving certificate and rotate the
 	// CA while the test watches.
-	addr := startInstalledManager(t, env, kubeconfig, "--serving-cert-validity=12s", "--ca-validity=36s", "--cert-check-period=500ms")
+	addr := startInstalledManager(t, env, "--serving-cert-validity=12s", "--ca-validity=36s", "--cert-check-period=500ms")
 	r := startRelay(t, addr)
 	// Pointing the webhooks rewrites them whole: the manager injects the
 	// bundle again.

@@ -4,9 +4,6 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -243,39 +240,23 @@ func logStatusWriters(t *testing.T, audit string, gw *gwv1.Gateway) {
 }
 
 // startInstalledManager runs `gatefold manager --cert-mode=self-signed` as
-// the ServiceAccount of config/self-signed, applied with kubectl (see
+// the ServiceAccount of config/self-signed, applied as a user does (see
 // runInstalledManager); it returns the webhook server's address.
-func startInstalledManager(t *testing.T, env *devenv.Env, kubeconfig string, flags ...string) (webhookAddr string) {
+func startInstalledManager(t *testing.T, env *devenv.Env, flags ...string) (webhookAddr string) {
 	t.Helper()
-	kubectl(t, env, kubeconfig, "apply", "--server-side", "-k", overlay(t, "self-signed"))
-	return runInstalledManager(t, env, kubeconfig, "self-signed", append([]string{"--cert-mode=self-signed", "--webhook-cert-hosts=127.0.0.1"}, flags...)...)
+	return runInstalledManager(t, env, testenv.Gatefold{Overlay: "self-signed", Apply: true,
+		Args: append([]string{"--cert-mode=self-signed", "--webhook-cert-hosts=127.0.0.1"}, flags...)})
 }
 
-// runInstalledManager runs `gatefold manager` as the ServiceAccount of
-// config/<overlayName>, which the test has applied, with the webhooks
-// pointed at it by URL on loopback, waits until it is ready, and checks its
-// log for refused requests at the end; it returns the webhook server's
-// address.
-func runInstalledManager(t *testing.T, env *devenv.Env, kubeconfig, overlayName string, flags ...string) (webhookAddr string) {
+// runInstalledManager runs one `gatefold manager` process as g says, without
+// leader election, with the overlay's webhooks pointed at it by URL on
+// loopback, waits until it is ready, and checks its log for refused
+// requests at the end; it returns the webhook server's address.
+func runInstalledManager(t *testing.T, env *devenv.Env, g testenv.Gatefold) (webhookAddr string) {
 	t.Helper()
-	port, probes := testenv.MustFreePort(t), testenv.MustFreePort(t)
-	testenv.PointWebhooksAt(t, env.Client, fmt.Sprintf("https://127.0.0.1:%d", port))
-	log := filepath.Join(t.TempDir(), "manager.log")
-	logFile, err := os.Create(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"manager", "--kubeconfig", installedKubeconfig(t, env, overlayName), fmt.Sprintf("--webhook-port=%d", port),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes), "--metrics-bind-address=0", "--leader-elect=false"}, flags...)
-	cmd := exec.Command(buildGatefold(t), args...)
-	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+installNamespace)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logFile.Close(); testenv.CheckLogFile(t, log) })
-	waitReady(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", probes), log)
-	return fmt.Sprintf("127.0.0.1:%d", port)
+	g.Binary, g.Env, g.PointWebhooks = testenv.MustBuildGatefold(t), []string{"POD_NAMESPACE=" + installNamespace}, true
+	g.Args = append([]string{"--leader-elect=false"}, g.Args...)
+	return testenv.MustStart(t, env, g)[0].WebhookAddr
 }
 
 // waitListenerSetProgrammed waits until Traefik's report reached the
