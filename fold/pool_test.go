@@ -153,7 +153,7 @@ func TestPoolPlacement(t *testing.T) {
 				return Input{Gateway: gw, Managed: sets.New[gwv1.SectionName](), Sources: routes(0, 64)}
 			},
 			per:     map[string]int{"shared": 63},
-			reasons: map[string]string{"shop/r0063/web": `TooManyListeners: Gateway infra/shared has 64 of its 64 listeners taken and this ListenerFragment needs 1: use another Gateway, remove listeners, or ask its owner to make it a pool (gatefold.dev/pool: "true")`},
+			reasons: map[string]string{"shop/r0063/web": `TooManyListeners: Gateway infra/shared has 64 of its 64 listeners taken and this ListenerFragment needs 1: use another Gateway, remove listeners, or ask its owner for a pool (gatefold.dev/pool: "true")`},
 		},
 		"a folded fragment that grows past its Gateway's room keeps what it has": {
 			input: func() Input {

@@ -179,7 +179,7 @@ func (c *Conflict) Message(e Entry, gateway, requesterNS string) string {
 			fix = "choose another port"
 		}
 		if c.Holder.ReleasedIn > 0 {
-			return fmt.Sprintf("%s is still taken on Gateway %s by %s, which no longer wants it: retry in about %v, when its claim is released unless it wants it again",
+			return fmt.Sprintf("%s is still taken on Gateway %s by %s, which no longer wants it: retry in about %v",
 				capitalise(e.String()), gateway, holder, c.Holder.ReleasedIn.Round(time.Second))
 		}
 		return fmt.Sprintf("%s is already taken on Gateway %s by %s: %s", capitalise(e.String()), gateway, holder, fix)

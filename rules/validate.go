@@ -36,7 +36,7 @@ func ProtocolProblem(p gwv1.ProtocolType) string {
 	if near := nearestProtocols(p); len(near) > 0 {
 		guess = fmt.Sprintf(" (did you mean %s?)", orList(near))
 	}
-	return fmt.Sprintf("not a Gateway API protocol%s: use %s, or prefix an implementation-specific protocol with a domain, as in example.com/name",
+	return fmt.Sprintf("not a Gateway API protocol%s: use %s, or a domain-prefixed one such as example.com/name",
 		guess, orList(CoreProtocols))
 }
 

@@ -8,7 +8,7 @@ import (
 )
 
 func TestProtocolProblem(t *testing.T) {
-	const fix = ": use HTTP, HTTPS, TLS, TCP or UDP, or prefix an implementation-specific protocol with a domain, as in example.com/name"
+	const fix = ": use HTTP, HTTPS, TLS, TCP or UDP, or a domain-prefixed one such as example.com/name"
 	tests := map[string]struct {
 		protocol gwv1.ProtocolType
 		want     string // "" when allowed

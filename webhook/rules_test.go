@@ -120,7 +120,7 @@ func TestCheckValues(t *testing.T) {
 		},
 		"a lower-case core protocol": {
 			listeners: []gwv1.ListenerEntry{entry("http", 80, "http", "a.example.com")},
-			want:      []string{`spec.listeners[0].protocol: Invalid value: "http": not a Gateway API protocol (did you mean HTTP?): use HTTP, HTTPS, TLS, TCP or UDP, or prefix an implementation-specific protocol with a domain, as in example.com/name`},
+			want:      []string{`spec.listeners[0].protocol: Invalid value: "http": not a Gateway API protocol (did you mean HTTP?): use HTTP, HTTPS, TLS, TCP or UDP, or a domain-prefixed one such as example.com/name`},
 		},
 		"a misspelt protocol and an IP hostname": {
 			listeners: []gwv1.ListenerEntry{entry("ok", 80, gwv1.HTTPProtocolType, "a.example.com"), entry("web", 80, "HTPP", "1.2.3.4")},

@@ -34,7 +34,7 @@ func wantExactly(t *testing.T, err error, want string) {
 func TestValuesGatewayAPIDisallowsAreDenied(t *testing.T) {
 	ns := newNamespace(t, nil)
 	gw := newGateway(t, ns, gwv1.NamespacesFromSame)
-	const protocolFix = ": use HTTP, HTTPS, TLS, TCP or UDP, or prefix an implementation-specific protocol with a domain, as in example.com/name"
+	const protocolFix = ": use HTTP, HTTPS, TLS, TCP or UDP, or a domain-prefixed one such as example.com/name"
 	withProtocol := func(p gwv1.ProtocolType) *v1alpha1.ListenerFragment {
 		return newFragment(ns, "f", gw, fixture.Entry("web", 8081, p, "a.example.com"))
 	}
