@@ -51,10 +51,9 @@ func StatusWritten(managed []metav1.ManagedFieldsEntry) bool {
 	})
 }
 
-// SoleStatusWriter says whether no one but v1alpha1.FieldManager owns
-// fields of the object's status: releasing gatefold's then leaves no one's
-// values half gone. An implementation that writes with update owns only the fields it
-// changed, so gatefold may own the rest of an entry both wrote.
+// SoleStatusWriter says whether no one but v1alpha1.FieldManager owns fields of
+// the object's status, so that releasing gatefold's leaves no one's values half
+// gone (a writer that updates owns only the fields it changed).
 func SoleStatusWriter(managed []metav1.ManagedFieldsEntry) bool {
 	return !slices.ContainsFunc(managed, func(mf metav1.ManagedFieldsEntry) bool {
 		return mf.Manager != v1alpha1.FieldManager && mf.Subresource == "status"

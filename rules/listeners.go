@@ -49,12 +49,10 @@ func GroupOf(p gwv1.ProtocolType) Group {
 // hostname; TCP and UDP listeners only by port.
 func (g Group) usesHostname() bool { return g != GroupTCP && g != GroupUDP }
 
-// CanSharePort says whether listeners of groups a and b may share a port.
-// Within a group the tuple decides. UDP is another transport, so it shares a
-// port with anything TCP-based (HTTP/3 beside HTTPS). Of the TCP-based groups
-// no two share a port: TCP takes the whole port, and no mainstream
-// implementation serves plaintext HTTP and TLS on one port (Contour and NGINX
-// Gateway Fabric report ProtocolConflict), which is stricter than upstream.
+// CanSharePort says whether listeners of groups a and b may share a port;
+// within a group the tuple decides. UDP shares a port with anything TCP-based
+// (HTTP/3 beside HTTPS); no two TCP-based groups do, stricter than upstream,
+// as no mainstream implementation serves plaintext HTTP and TLS on one port.
 func CanSharePort(a, b Group) bool {
 	return a == b || a == GroupUDP || b == GroupUDP || a == GroupCustom || b == GroupCustom
 }

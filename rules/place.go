@@ -33,7 +33,8 @@ type Trial struct {
 // fold does, and returns what became of each. A listener without a granted
 // certificate (grants by namespace), or conflicting with the board or an
 // earlier listener of src, is left out; the others are placed together or,
-// past MaxListeners, not at all, since a route needs them all. A pool's fold uses Try and Commit instead, counting room per Gateway.
+// past MaxListeners, not at all, since a route needs them all. A pool's fold
+// uses Try and Commit instead, counting room per Gateway.
 func (b *Board) Place(src *Source, grants map[string][]gwv1.ReferenceGrant, gateway string) []Placement {
 	return b.PlaceWithout(src, grants, gateway, nil)
 }
