@@ -5,7 +5,7 @@
 // refusals bisected), a pool's siblings, the ReferenceGrants folded listeners
 // need, every source's status, and status.attachedListenerSets.
 //
-// It imports api/v1alpha1, rules and fold, never webhook or claims (claims
-// reach it as Options.Claims). It never changes listeners other managers own
+// It imports api/v1alpha1, rules, fold and internal/manager (the parent
+// index), never webhook or claims (claims reach it as Options.Claims). It never changes listeners other managers own
 // and never writes while this replica may no longer lead.
 package merger

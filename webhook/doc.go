@@ -4,8 +4,8 @@
 // is stored a listener its Gateway could not take, and the Gateway validator
 // warns a Gateway's owner of its listeners' conflicts with fragments.
 //
-// It imports api/v1alpha1, rules (the answers) and claims (race-free
-// duplicates), and turns their answers into field errors; it is the only
+// It imports api/v1alpha1, rules (the answers), claims (race-free
+// duplicates) and internal/manager (the parent index), and turns their answers into field errors; it is the only
 // package that speaks field.ErrorList. It reads Gateways from the informer
 // cache and never writes them, and never imports merger.
 package webhook
