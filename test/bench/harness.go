@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -36,11 +34,11 @@ const systemNamespace = "gatefold-system"
 
 // harness holds the control plane and the gatefold processes under test.
 type harness struct {
-	env        *devenv.Env
-	bin        string
-	dir        string
-	kubeconfig string
-	audit      string
+	env       *devenv.Env
+	bin       string
+	dir       string
+	installed *testenv.Installed
+	audit     string
 	// webhooks are the webhook configurations envtest installed, kept so
 	// that phases can run with and without them.
 	webhooks []client.Object
@@ -71,12 +69,7 @@ func newHarness(env *devenv.Env, bin, dir string, p Params) (*harness, error) {
 	}
 	// gatefold runs as the ServiceAccount and RBAC of config/default, as
 	// installed; the writers and the observer are the administrator.
-	installed, err := testenv.Install(ctx, env, "default")
-	if err != nil {
-		return nil, err
-	}
-	h.kubeconfig = filepath.Join(dir, "kubeconfig")
-	if err := installed.WriteKubeconfig(h.kubeconfig); err != nil {
+	if h.installed, err = testenv.Install(ctx, env, "default"); err != nil {
 		return nil, err
 	}
 	m := &admissionregistrationv1.MutatingWebhookConfigurationList{}
@@ -168,22 +161,15 @@ func (h *harness) serve(ctx context.Context, name string) (*manager, error) {
 
 // manager is one `gatefold manager` process.
 type manager struct {
-	name    string
-	cmd     *exec.Cmd
+	*testenv.Replica
 	metrics string
-	probes  string
 	// pprof serves Go's profiles, with --profile only.
 	pprof string
-	log   string
-	// done is closed when the process has exited, with waitErr.
-	done    chan struct{}
-	waitErr error
-	started time.Time
 }
 
 func (m *manager) alive() bool {
 	select {
-	case <-m.done:
+	case <-m.Exited():
 		return false
 	default:
 		return true
@@ -198,7 +184,7 @@ func (h *harness) startManager(name string, webhookPort int) (*manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m, m.waitReady()
+	return m, m.WaitReady(context.Background())
 }
 
 // launch starts a replica and returns at once.
@@ -207,18 +193,8 @@ func (h *harness) launch(name string, webhookPort int) (*manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	probes, err := testenv.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	m := &manager{name: name, metrics: fmt.Sprintf("127.0.0.1:%d", metrics), probes: fmt.Sprintf("127.0.0.1:%d", probes),
-		log: filepath.Join(h.dir, name+".log"), done: make(chan struct{})}
-	logFile, err := os.Create(m.log)
-	if err != nil {
-		return nil, err
-	}
-	args := []string{"manager", "--kubeconfig", h.kubeconfig,
-		"--metrics-bind-address", m.metrics, "--metrics-secure=false", "--health-probe-bind-address", m.probes,
+	m := &manager{metrics: fmt.Sprintf("127.0.0.1:%d", metrics)}
+	args := []string{"--metrics-bind-address", m.metrics, "--metrics-secure=false",
 		"--webhook-port", strconv.Itoa(webhookPort), "--webhook-cert-dir", h.env.WebhookCertDir()}
 	if h.profiler != nil {
 		port, err := testenv.FreePort()
@@ -228,36 +204,16 @@ func (h *harness) launch(name string, webhookPort int) (*manager, error) {
 		m.pprof = fmt.Sprintf("127.0.0.1:%d", port)
 		args = append(args, "--pprof-bind-address", m.pprof)
 	}
-	m.cmd = exec.Command(h.bin, append(args, h.args...)...)
-	m.cmd.Env = append(os.Environ(), "POD_NAME="+name)
-	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
-	m.started = time.Now()
-	if err := m.cmd.Start(); err != nil {
+	replicas, err := testenv.Start(context.Background(), h.env, testenv.Gatefold{
+		Installed: h.installed, Binary: h.bin, Name: name, Dir: h.dir, Args: append(args, h.args...), NoWait: true,
+	})
+	if err != nil {
 		return nil, err
 	}
-	go func() { m.waitErr = m.cmd.Wait(); logFile.Close(); close(m.done) }()
+	m.Replica = replicas[0]
 	h.managers = append(h.managers, m)
 	h.profiler.launched(m)
 	return m, nil
-}
-
-func (m *manager) waitReady() error {
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get("http://" + m.probes + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-m.done:
-			return fmt.Errorf("manager %s exited (%v), see %s", m.name, m.waitErr, m.log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("manager %s is not ready after 60s, see %s", m.name, m.log)
-		}
-	}
 }
 
 // managerArgs are the flags every replica gets besides its own addresses
@@ -273,21 +229,10 @@ func managerArgs(p Params) []string {
 	}, p.GatefoldArgs...)
 }
 
-// stop ends a replica gracefully, as a rolling update does.
-func (m *manager) stop() {
-	_ = m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-m.done:
-	case <-time.After(30 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.done
-	}
-}
-
 func (h *harness) stopManagers() {
 	for _, m := range h.managers {
 		if m.alive() {
-			_ = m.cmd.Process.Kill()
+			_ = m.Cmd.Process.Kill()
 		}
 	}
 }
@@ -298,12 +243,12 @@ func (h *harness) stopManagers() {
 func (h *harness) checkRefusals() error {
 	var refused []string
 	for _, m := range h.managers {
-		lines, err := testenv.ForbiddenInFile(m.log)
+		lines, err := testenv.ForbiddenInFile(m.Log)
 		if err != nil {
 			return err
 		}
 		for _, line := range lines {
-			refused = append(refused, m.name+": "+line)
+			refused = append(refused, m.Name+": "+line)
 		}
 	}
 	if len(refused) > 0 {
@@ -314,7 +259,7 @@ func (h *harness) checkRefusals() error {
 
 // peakRSS is the process's peak resident set, from /proc.
 func (m *manager) peakRSS() (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", m.Cmd.Process.Pid))
 	if err != nil {
 		return 0, err
 	}
@@ -326,7 +271,7 @@ func (m *manager) peakRSS() (int64, error) {
 			return kb * 1024, err
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", m.cmd.Process.Pid)
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", m.Cmd.Process.Pid)
 }
 
 // counter sums a counter of the replica's metrics over series whose labels
@@ -503,7 +448,7 @@ func (h *harness) cleanUp(ctx context.Context) error {
 // next runs on an API server with no work left over.
 func (h *harness) fresh(ctx context.Context) error {
 	for _, m := range h.managers {
-		m.stop()
+		_ = m.Stop() // as a rolling update does
 	}
 	h.serving = nil
 	if err := h.setWebhooks(ctx, false); err != nil {
@@ -517,7 +462,7 @@ func (h *harness) fresh(ctx context.Context) error {
 // one before.
 func (h *harness) settle(m *manager, timeout time.Duration) error {
 	if _, ok := m.quiesce(timeout, nil, nil); !ok {
-		return fmt.Errorf("replica %s still writing after %v", m.name, timeout)
+		return fmt.Errorf("replica %s still writing after %v", m.Name, timeout)
 	}
 	return nil
 }

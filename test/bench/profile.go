@@ -142,7 +142,7 @@ func (w *window) add(m *manager, covers string) {
 	if m.pprof == "" {
 		return
 	}
-	w.take("gatefold-"+m.name, "gatefold "+m.name+", "+covers, func() (net.Conn, error) {
+	w.take("gatefold-"+m.Name, "gatefold "+m.Name+", "+covers, func() (net.Conn, error) {
 		for {
 			c, err := net.Dial("tcp", m.pprof)
 			if err == nil {
@@ -150,9 +150,9 @@ func (w *window) add(m *manager, covers string) {
 			}
 			select {
 			case <-w.stop:
-				return nil, fmt.Errorf("%s served no profiles before the phase ended: %w", m.name, err)
-			case <-m.done:
-				return nil, fmt.Errorf("%s exited before it served profiles", m.name)
+				return nil, fmt.Errorf("%s served no profiles before the phase ended: %w", m.Name, err)
+			case <-m.Exited():
+				return nil, fmt.Errorf("%s exited before it served profiles", m.Name)
 			case <-time.After(10 * time.Millisecond):
 			}
 		}

@@ -260,8 +260,8 @@ func (h *harness) firstInstall(ctx context.Context, p Params, watch cache.Cache,
 	if !res.Converged {
 		at = time.Now()
 	}
-	res.ConvergeSeconds = at.Sub(leader.started).Seconds()
-	if res.ConvergeWrites, err = h.countWrites(leader.started, at); err != nil {
+	res.ConvergeSeconds = at.Sub(leader.Started).Seconds()
+	if res.ConvergeWrites, err = h.countWrites(leader.Started, at); err != nil {
 		return nil, err
 	}
 	progress("  converged=%v in %.1fs (%.2f× the creates); waiting for the claims", res.Converged, res.ConvergeSeconds, res.ConvergeSeconds/res.CreateSeconds)
@@ -274,8 +274,8 @@ func (h *harness) firstInstall(ctx context.Context, p Params, watch cache.Cache,
 	if !res.Settled {
 		changed = time.Now()
 	}
-	res.SettleSeconds = changed.Sub(leader.started).Seconds()
-	if res.SettleWrites, err = h.countWrites(leader.started, changed.Add(quiet)); err != nil {
+	res.SettleSeconds = changed.Sub(leader.Started).Seconds()
+	if res.SettleWrites, err = h.countWrites(leader.Started, changed.Add(quiet)); err != nil {
 		return nil, err
 	}
 	if res.PeakRSSBytes, err = leader.peakRSS(); err != nil {
@@ -289,7 +289,7 @@ func (h *harness) firstInstall(ctx context.Context, p Params, watch cache.Cache,
 // where every status is current.
 func (h *harness) warmRestart(ctx context.Context, p Params, old *manager, res *RestartResult) (*manager, error) {
 	progress("Scale: warm restart, a new leader where every status is current")
-	old.stop()
+	_ = old.Stop()
 	prof := h.profile("scale-restart")
 	leader, err := h.launch("restart-leader", h.env.WebhookPort())
 	if err != nil {
@@ -303,12 +303,12 @@ func (h *harness) warmRestart(ctx context.Context, p Params, old *manager, res *
 	}) == nil
 	at := time.Now()
 	prof.end()
-	res.ConvergeSeconds = at.Sub(leader.started).Seconds()
-	if err := leader.waitReady(); err != nil {
+	res.ConvergeSeconds = at.Sub(leader.Started).Seconds()
+	if err := leader.WaitReady(ctx); err != nil {
 		return nil, err
 	}
 	time.Sleep(time.Until(at.Add(p.Settle)))
-	if res.Writes, err = h.countWrites(leader.started, time.Now()); err != nil {
+	if res.Writes, err = h.countWrites(leader.Started, time.Now()); err != nil {
 		return nil, err
 	}
 	if res.GatewayApplies, res.StatusApplies, _, err = leader.applies(); err != nil {
@@ -370,7 +370,7 @@ func (h *harness) failover(ctx context.Context, p Params, leader *manager) (*Fai
 		return nil, err
 	}
 	time.Sleep(3 * time.Second) // the follower's cache syncs
-	if err := leader.cmd.Process.Kill(); err != nil {
+	if err := leader.Cmd.Process.Kill(); err != nil {
 		return nil, err
 	}
 	h.serving = nil
@@ -390,7 +390,7 @@ func (h *harness) failover(ctx context.Context, p Params, leader *manager) (*Fai
 	landed := time.Now()
 	fo.TakeoverSeconds = landed.Sub(killed).Seconds()
 	progress("  converged=%v %.1fs after the kill (lease %s)", fo.Converged, fo.TakeoverSeconds, p.LeaseDuration)
-	follower.stop()
+	_ = follower.Stop()
 	return fo, nil
 }
 
