@@ -112,7 +112,7 @@ func TestListenerSetConformance(t *testing.T) {
 	t.Cleanup(func() { _ = env.Stop() })
 
 	startStubs(t, env, logDir)
-	version := startGatefold(t, env, root, logDir)
+	version := startGatefold(t, env, logDir)
 	t.Logf("gatefold %s and the stubs log into %s", version, logDir)
 	runSuite(t, env, root, version)
 }

@@ -2,12 +2,6 @@ package conformance
 
 import (
 	"context"
-	"fmt"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,90 +18,24 @@ const (
 	overlay = "self-signed"
 	// installNamespace is the overlay's namespace.
 	installNamespace = "gatefold-system"
-	// binaryEnv names a gatefold binary to run instead of one built from
-	// the working tree (make conformance passes bin/gatefold).
-	binaryEnv = "GATEFOLD_BINARY"
 )
-
-// gatefoldBinary returns $GATEFOLD_BINARY, or builds the working tree's
-// gatefold into a temporary folder.
-func gatefoldBinary(t *testing.T, root string) string {
-	t.Helper()
-	if bin := os.Getenv(binaryEnv); bin != "" {
-		return bin
-	}
-	bin := filepath.Join(t.TempDir(), "gatefold")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gatefold")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("Building gatefold: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // startGatefold installs the overlay with kubectl as a user does, points its
 // webhooks at a local port, and runs `gatefold manager` there as the
 // overlay's ServiceAccount (never as cluster-admin), folding the
-// ListenerSets of the stub's class. It stops gatefold at the end of the test
-// and then fails it for every request the API server refused gatefold. It
-// returns the version of the gatefold it runs.
-func startGatefold(t *testing.T, env *devenv.Env, root, logDir string) string {
+// ListenerSets of the stub's class, logging into logDir/gatefold.log. It
+// stops gatefold at the end of the test and then fails it for every request
+// the API server refused gatefold. It returns the version of the gatefold it
+// runs: $GATEFOLD_BINARY (make conformance passes bin/gatefold), or the
+// working tree's.
+func startGatefold(t *testing.T, env *devenv.Env, logDir string) string {
 	t.Helper()
-	ctx := context.Background()
-	adminKubeconfig := filepath.Join(t.TempDir(), "admin.kubeconfig")
-	kc, err := env.Kubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(adminKubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kubectl := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), "apply", "--server-side", "-k", filepath.Join(root, "config", overlay))
-	kubectl.Env = append(os.Environ(), "KUBECONFIG="+adminKubeconfig)
-	if out, err := kubectl.CombinedOutput(); err != nil {
-		t.Fatalf("Installing config/%s: %v\n%s", overlay, err, out)
-	}
-	port, probes := testenv.MustFreePort(t), testenv.MustFreePort(t)
-	testenv.PointWebhooksAt(t, env.Client, fmt.Sprintf("https://127.0.0.1:%d", port))
-
-	installed, err := testenv.Install(ctx, env, overlay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "gatefold.kubeconfig")
-	if err := installed.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-
-	logPath := filepath.Join(logDir, "gatefold.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := gatefoldBinary(t, root)
-	cmd := exec.Command(bin, "manager", "--kubeconfig", kubeconfig,
-		"--cert-mode=self-signed", "--webhook-cert-hosts=127.0.0.1", fmt.Sprintf("--webhook-port=%d", port),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes), "--metrics-bind-address=0", "--leader-elect=false",
-		"--listenerset-controllers="+stubControllerName)
-	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+installNamespace)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		logFile.Close()
-		testenv.CheckLogFile(t, logPath)
+	bin := testenv.MustBuildGatefold(t)
+	testenv.MustStart(t, env, testenv.Gatefold{
+		Overlay: overlay, Apply: true, PointWebhooks: true, Binary: bin, Dir: logDir,
+		Env:  []string{"POD_NAMESPACE=" + installNamespace},
+		Args: []string{"--cert-mode=self-signed", "--webhook-cert-hosts=127.0.0.1", "--leader-elect=false", "--listenerset-controllers=" + stubControllerName},
 	})
-	waitReady(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", probes), logPath, exited)
 	waitCABundles(t, env.Client)
 	return gatefoldVersion(t, bin)
 }
@@ -141,25 +69,4 @@ func waitCABundles(t *testing.T, c client.Client) {
 			t.Fatal("gatefold has not injected its CA bundle into its webhook configurations after 60s")
 		}
 	}
-}
-
-// waitReady waits until gatefold answers on url, failing at once if it exits.
-func waitReady(t *testing.T, url, logPath string, exited <-chan struct{}) {
-	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		select {
-		case <-exited:
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("gatefold exited before it was ready; log:\n%s", b)
-		default:
-		}
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-	}
-	b, _ := os.ReadFile(logPath)
-	t.Fatalf("%s is not ready after 60s; log:\n%s", url, b)
 }
