@@ -233,7 +233,7 @@ func checkDevMetricsAddress(addr string) error {
 	}
 	host, _, err := net.SplitHostPort(addr)
 	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("--metrics-bind-address is %q: gatefold dev serves metrics without authentication, so give an address on loopback, such as 127.0.0.1:8080", addr)
+		return fmt.Errorf("--metrics-bind-address is %q: metrics are served without authentication: give a loopback address, such as 127.0.0.1:8080", addr)
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -96,7 +96,7 @@ func (o *Options) Validate() error {
 	case period <= 0:
 		return fmt.Errorf("--claim-collect-period is %v: it must be positive", period)
 	case period > grace/2:
-		return fmt.Errorf("--claim-collect-period is %v: it must be at most half of --claim-grace (%v), or a slow round breaks the collector's view of a claim unwanted for the whole grace", period, grace)
+		return fmt.Errorf("--claim-collect-period is %v: it must be at most half of --claim-grace (%v): lower it or raise the grace", period, grace)
 	}
 	switch m := o.Merger; {
 	case m.Workers < 1:

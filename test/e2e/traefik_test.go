@@ -17,7 +17,6 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/internal/dataplane"
-	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/test/fixture"
 	"github.com/gatefold/gatefold/test/testenv"
 	"github.com/gatefold/gatefold/webhook"
@@ -237,26 +236,6 @@ func logStatusWriters(t *testing.T, audit string, gw *gwv1.Gateway) {
 	if gatefold < 1 || gatefold > 2 {
 		t.Errorf("gatefold wrote the Gateway's status %d times, want once or twice (attachedListenerSets set once, perhaps retried)", gatefold)
 	}
-}
-
-// startInstalledManager runs `gatefold manager --cert-mode=self-signed` as
-// the ServiceAccount of config/self-signed, applied as a user does (see
-// runInstalledManager); it returns the webhook server's address.
-func startInstalledManager(t *testing.T, env *devenv.Env, flags ...string) (webhookAddr string) {
-	t.Helper()
-	return runInstalledManager(t, env, testenv.Gatefold{Overlay: "self-signed", Apply: true,
-		Args: append([]string{"--cert-mode=self-signed", "--webhook-cert-hosts=127.0.0.1"}, flags...)})
-}
-
-// runInstalledManager runs one `gatefold manager` process as g says, without
-// leader election, with the overlay's webhooks pointed at it by URL on
-// loopback, waits until it is ready, and checks its log for refused
-// requests at the end; it returns the webhook server's address.
-func runInstalledManager(t *testing.T, env *devenv.Env, g testenv.Gatefold) (webhookAddr string) {
-	t.Helper()
-	g.Binary, g.Env, g.PointWebhooks = testenv.MustBuildGatefold(t), []string{"POD_NAMESPACE=" + installNamespace}, true
-	g.Args = append([]string{"--leader-elect=false"}, g.Args...)
-	return testenv.MustStart(t, env, g)[0].WebhookAddr
 }
 
 // waitListenerSetProgrammed waits until Traefik's report reached the
