@@ -114,8 +114,7 @@ func Fold(in Input) Result {
 	if in.Gateway == nil {
 		for i := range sources {
 			src := &sources[i]
-			res.Statuses[src.Ref()] = NotAccepted(src, v1alpha1.FragmentReasonParentNotAccepted,
-				fmt.Sprintf("Gateway %s does not exist", src.Parent()))
+			res.Statuses[src.Ref()] = NoGateway(src)
 		}
 		return res
 	}

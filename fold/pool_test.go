@@ -14,14 +14,13 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/rules"
+	"github.com/gatefold/gatefold/test/fixture"
 )
 
 // poolHead is the Gateway infra/shared marked as a pool's head, with one own
 // HTTP listener (a redirect, say) that every sibling carries too.
 func poolHead() *gwv1.Gateway {
-	gw := gateway(gwv1.NamespacesFromAll, own("http", 80, gwv1.HTTPProtocolType, ""))
-	gw.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
-	return gw
+	return fixture.PoolHead("infra", gwv1.NamespacesFromAll, own("http", 80, gwv1.HTTPProtocolType, ""))
 }
 
 // routes are n one-listener HTTPS fragments, the i-th created at second
@@ -153,7 +152,7 @@ func TestPoolPlacement(t *testing.T) {
 				return Input{Gateway: gw, Managed: sets.New[gwv1.SectionName](), Sources: routes(0, 64)}
 			},
 			per:     map[string]int{"shared": 63},
-			reasons: map[string]string{"shop/r0063/web": `TooManyListeners: Gateway infra/shared has 64 of its 64 listeners taken and this ListenerFragment needs 1: use another Gateway, remove listeners, or ask its owner for a pool (gatefold.dev/pool: "true")`},
+			reasons: map[string]string{"shop/r0063/web": `TooManyListeners: Gateway infra/shared has 64 of its 64 listeners taken and this ListenerFragment needs 1: use another Gateway, remove listeners, or ask its owner for a pool (annotation gatefold.dev/pool: "true")`},
 		},
 		"a folded fragment that grows past its Gateway's room keeps what it has": {
 			input: func() Input {

@@ -50,6 +50,11 @@ func NotAccepted(src *rules.Source, reason v1alpha1.FragmentConditionReason, msg
 	}}
 }
 
+// NoGateway is the status of a source whose parent Gateway does not exist.
+func NoGateway(src *rules.Source) v1alpha1.ListenerFragmentStatus {
+	return NotAccepted(src, v1alpha1.FragmentReasonParentNotAccepted, fmt.Sprintf("Gateway %s does not exist", src.Parent()))
+}
+
 // deleting is the status of a source being deleted: gatefold withdrew its
 // listeners, so no route controller follows it to a Gateway.
 func deleting(src *rules.Source) v1alpha1.ListenerFragmentStatus {

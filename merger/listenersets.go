@@ -175,7 +175,7 @@ func (r *Reconciler) takeBack(ctx context.Context, parent string, gw *gwv1.Gatew
 		}
 		switch {
 		case gw == nil && parent != manager.NoGatewayParent && (pending || rules.StatusWritten(ls.ManagedFields)):
-			r.setReports.publish(&ls, fold.NotAccepted(&ls, v1alpha1.FragmentReasonParentNotAccepted, fmt.Sprintf("Gateway %s does not exist", parent)))
+			r.setReports.publish(&ls, fold.NoGateway(&ls))
 		case mode == setsNotFolded && rules.StatusWritten(ls.ManagedFields) && rules.SoleStatusWriter(ls.ManagedFields):
 			errs = append(errs, r.releaseStatus(ctx, &ls))
 		}

@@ -107,7 +107,7 @@ func NamespaceAllowed(gw *gwv1.Gateway, ns string, nsLabels map[string]string) (
 		return true, ""
 	}
 	if ns != gw.Namespace {
-		return false, "ask its owner to allow it in spec.allowedListeners, or choose another Gateway"
+		return false, "ask the Gateway's owner to admit this namespace in spec.allowedListeners, or choose another Gateway"
 	}
 	return false, fmt.Sprintf("allow it in spec.allowedListeners (%s), or choose another Gateway", rule)
 }

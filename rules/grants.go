@@ -97,6 +97,6 @@ func UngrantedRefs(fromKind, fromNS string, i int, l gwv1.ListenerEntry, grants 
 // RefNotPermittedMessage says which grant a source of kind fromKind in
 // namespace fromNS needs for r, and where.
 func RefNotPermittedMessage(fromKind, fromNS string, r ForeignRef) string {
-	return fmt.Sprintf("No ReferenceGrant in namespace %s lets %ss of namespace %s use Secret %s: add one (from group %s), or use a Secret in %s",
-		r.Namespace, fromKind, fromNS, r.Ref.Name, GroupOfKind(fromKind), fromNS)
+	return fmt.Sprintf("No ReferenceGrant in namespace %s lets %ss of namespace %s use Secret %s: add one (from: %s/%s in %s), or use a Secret in %s",
+		r.Namespace, fromKind, fromNS, r.Ref.Name, GroupOfKind(fromKind), fromKind, fromNS, fromNS)
 }

@@ -107,7 +107,7 @@ func TooManyListenersMessage(gateway string, taken int, kind string, need int) s
 	fix := "use another Gateway, or remove listeners"
 	if kind == KindListenerFragment {
 		// A pool spreads fragments; a ListenerSet stays on its Gateway.
-		fix = fmt.Sprintf("use another Gateway, remove listeners, or ask its owner for a pool (%s: \"true\")", v1alpha1.PoolAnnotation)
+		fix = fmt.Sprintf("use another Gateway, remove listeners, or ask its owner for a pool (annotation %s: \"true\")", v1alpha1.PoolAnnotation)
 	}
 	return fmt.Sprintf("Gateway %s has %d of its %d listeners taken and this %s needs %d: %s", gateway, taken, MaxListeners, kind, need, fix)
 }

@@ -158,7 +158,7 @@ func TestNamespaceAllowed(t *testing.T) {
 	}
 	team := &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}
 	// Another namespace learns nothing of the rule that refuses it.
-	const askOwner = "ask its owner to allow it in spec.allowedListeners, or choose another Gateway"
+	const askOwner = "ask the Gateway's owner to admit this namespace in spec.allowedListeners, or choose another Gateway"
 	tests := map[string]struct {
 		gw      *gwv1.Gateway
 		ns      string

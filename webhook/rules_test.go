@@ -85,7 +85,7 @@ func TestCheckAllowedListeners(t *testing.T) {
 		Spec: gwv1.GatewaySpec{AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(gwv1.NamespacesFromSame)}}}}
 	errs := CheckAllowedListeners(fragment("shop", "a", entry("http", 80, gwv1.HTTPProtocolType, "")), gw, nil)
 	// The rule that refuses shop is not shop's to read.
-	want := "spec.parentRef: Forbidden: Gateway infra/shared does not allow listeners from namespace shop: ask its owner to allow it in spec.allowedListeners, or choose another Gateway"
+	want := "spec.parentRef: Forbidden: Gateway infra/shared does not allow listeners from namespace shop: ask the Gateway's owner to admit this namespace in spec.allowedListeners, or choose another Gateway"
 	if len(errs) != 1 || errs[0].Error() != want {
 		t.Fatalf("Got %v, want %q", errs, want)
 	}
@@ -98,7 +98,7 @@ func TestCheckCertificateRefs(t *testing.T) {
 	l := entry("https", 443, gwv1.HTTPSProtocolType, "a.example.com")
 	l.TLS = &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert", Namespace: ptr.To(gwv1.Namespace("certs"))}}}
 	errs := CheckCertificateRefs(fragment("shop", "a", l), nil)
-	want := "spec.listeners[0].tls.certificateRefs[0]: Forbidden: No ReferenceGrant in namespace certs lets ListenerFragments of namespace shop use Secret cert: add one (from group gatefold.dev), or use a Secret in shop"
+	want := "spec.listeners[0].tls.certificateRefs[0]: Forbidden: No ReferenceGrant in namespace certs lets ListenerFragments of namespace shop use Secret cert: add one (from: gatefold.dev/ListenerFragment in shop), or use a Secret in shop"
 	if len(errs) != 1 || errs[0].Error() != want {
 		t.Fatalf("Got %v, want %q", errs, want)
 	}

@@ -364,11 +364,11 @@ func TestNamespaceNotAdmittedLearnsOnlyThat(t *testing.T) {
 	}{
 		"the Gateway's own tuple and a stored fragment's": {
 			lf:   onShared("outside", "a", 2, entry("own", 443, gwv1.HTTPSProtocolType, "app.example.com"), blogHTTPS),
-			want: "spec.parentRef: Forbidden: Gateway infra/shared does not allow listeners from namespace outside: ask its owner to allow it in spec.allowedListeners, or choose another Gateway",
+			want: "spec.parentRef: Forbidden: Gateway infra/shared does not allow listeners from namespace outside: ask the Gateway's owner to admit this namespace in spec.allowedListeners, or choose another Gateway",
 		},
 		"a sibling of a pool": {
 			lf:   onSibling,
-			want: "spec.parentRef: Forbidden: Gateway infra/shared-2 does not allow listeners from namespace outside: ask its owner to allow it in spec.allowedListeners, or choose another Gateway",
+			want: "spec.parentRef: Forbidden: Gateway infra/shared-2 does not allow listeners from namespace outside: ask the Gateway's owner to admit this namespace in spec.allowedListeners, or choose another Gateway",
 		},
 	}
 	for name, tc := range tests {

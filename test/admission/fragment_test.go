@@ -186,7 +186,7 @@ func TestCrossNamespaceCertificateNeedsReferenceGrant(t *testing.T) {
 }
 
 func TestAllowedListenersIsEnforced(t *testing.T) {
-	const askOwner = ": ask its owner to allow it in spec.allowedListeners, or choose another Gateway"
+	const askOwner = ": ask the Gateway's owner to admit this namespace in spec.allowedListeners, or choose another Gateway"
 	infra := newNamespace(t, nil)
 	shop := newNamespace(t, map[string]string{"team": "shop"})
 	blog := newNamespace(t, map[string]string{"team": "blog"})

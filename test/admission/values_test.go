@@ -164,7 +164,7 @@ func TestNamespaceTheGatewayDoesNotAdmitLearnsOnlyThat(t *testing.T) {
 			https("own", "app.example.com"), https("taken", "checkout.example.com")), client.DryRunAll)
 	}
 	notAllowed := func(name string) string {
-		return fmt.Sprintf(`admission webhook "vlistenerfragment.gatefold.dev" denied the request: ListenerFragment.gatefold.dev "probe" is invalid: spec.parentRef: Forbidden: Gateway %s/%s does not allow listeners from namespace %s: ask its owner to allow it in spec.allowedListeners, or choose another Gateway`, infra, name, blog)
+		return fmt.Sprintf(`admission webhook "vlistenerfragment.gatefold.dev" denied the request: ListenerFragment.gatefold.dev "probe" is invalid: spec.parentRef: Forbidden: Gateway %s/%s does not allow listeners from namespace %s: ask the Gateway's owner to admit this namespace in spec.allowedListeners, or choose another Gateway`, infra, name, blog)
 	}
 	wantExactly(t, probe(gw), notAllowed(gw.Name))
 	wantExactly(t, probe(sibling), notAllowed(sibling.Name))
