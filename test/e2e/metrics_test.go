@@ -29,8 +29,8 @@ func TestInstalledMetricsServeOnlyReaders(t *testing.T) {
 	metricsPort := testenv.MustFreePort(t)
 	// No webhook certificate: the webhook server waits for one, the metrics
 	// server does not need it.
-	log := testenv.MustStart(t, env, testenv.Gatefold{Binary: testenv.MustBuildGatefold(t), NoWait: true,
-		Args: []string{fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--webhook-cert-dir=" + t.TempDir(), "--leader-elect=false"}})[0].Log
+	replica := testenv.MustStart(t, env, testenv.Gatefold{Binary: testenv.MustBuildGatefold(t), NoWait: true,
+		Args: []string{fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--webhook-cert-dir=" + t.TempDir(), "--leader-elect=false"}})[0]
 
 	// A scraper bound to the shipped reader role, and one bound to nothing.
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}}
@@ -80,13 +80,23 @@ func TestInstalledMetricsServeOnlyReaders(t *testing.T) {
 	var status int
 	var body string
 	_ = testenv.Poll(time.Minute, 200*time.Millisecond, func() error {
+		select {
+		case <-replica.Exited():
+			return nil
+		default:
+		}
 		if status, _, body = scrape(""); status == 0 {
 			return errors.New(body)
 		}
 		return nil
 	})
+	select {
+	case <-replica.Exited():
+		t.Fatalf("gatefold manager ended before its metrics were scraped: %v%s", replica.Err(), replica.LogTail())
+	default:
+	}
 	if status != http.StatusUnauthorized {
-		t.Fatalf("A scrape without a token got %d %s, want 401; manager log in %s", status, body, log)
+		t.Fatalf("A scrape without a token got %d %s, want 401%s", status, body, replica.LogTail())
 	}
 	if status, _, body := scrape(token("stranger")); status != http.StatusForbidden {
 		t.Errorf("A ServiceAccount bound to no role got %d %s, want 403", status, body)

@@ -328,16 +328,16 @@ func (r *Replica) WaitReady(ctx context.Context) error {
 		}
 		select {
 		case <-r.exited:
-			return fmt.Errorf("gatefold replica %s ended before it was ready (%v)%s", r.Name, r.err, r.logTail())
+			return fmt.Errorf("gatefold replica %s ended before it was ready (%v)%s", r.Name, r.err, r.LogTail())
 		case <-ctx.Done():
-			return fmt.Errorf("gatefold replica %s is not ready after %v%s", r.Name, readyWithin, r.logTail())
+			return fmt.Errorf("gatefold replica %s is not ready after %v%s", r.Name, readyWithin, r.LogTail())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
 
-// logTail is the end of the binary's log, for an error.
-func (r *Replica) logTail() string {
+// LogTail is the end of the binary's log, for an error message.
+func (r *Replica) LogTail() string {
 	if r.Log == "" {
 		return ""
 	}
