@@ -1,7 +1,6 @@
 package process
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -9,8 +8,8 @@ import (
 	"time"
 )
 
-// stopWait is how long a server has to exit after SIGTERM.
-const stopWait = 10 * time.Second
+// StopWait is how long Stop gives a server to exit after SIGTERM.
+const StopWait = 10 * time.Second
 
 // FreeLoopbackPort returns a port on 127.0.0.1 that nothing listens on now.
 func FreeLoopbackPort() (int, error) {
@@ -22,9 +21,14 @@ func FreeLoopbackPort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// Stop sends SIGTERM to cmd, the server name, and waits until exited is
-// closed; past stopWait it kills it and says so.
+// Stop is StopWithin StopWait.
 func Stop(name string, cmd *exec.Cmd, exited <-chan struct{}) error {
+	return StopWithin(name, cmd, exited, StopWait)
+}
+
+// StopWithin sends SIGTERM to cmd, the server name, and waits until exited
+// is closed; past grace it kills it and says so.
+func StopWithin(name string, cmd *exec.Cmd, exited <-chan struct{}, grace time.Duration) error {
 	if cmd == nil || cmd.Process == nil {
 		return nil
 	}
@@ -32,9 +36,9 @@ func Stop(name string, cmd *exec.Cmd, exited <-chan struct{}) error {
 	select {
 	case <-exited:
 		return nil
-	case <-time.After(stopWait):
+	case <-time.After(grace):
 		_ = cmd.Process.Kill()
 		<-exited
-		return errors.New(name + " did not stop within 10s of SIGTERM and was killed")
+		return fmt.Errorf("%s did not stop within %v of SIGTERM and was killed", name, grace)
 	}
 }

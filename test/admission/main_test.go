@@ -93,7 +93,12 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "Starting the load balancer: %v\n", err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	if err := testenv.StopAll(webhooks); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		return max(code, 1)
+	}
+	return code
 }
 
 // webhookReplicas are n replicas of gatefold's webhooks alone, in process

@@ -53,9 +53,8 @@ func TestFreshReplicaIsReadyOnlyOnceItsInformersSynced(t *testing.T) {
 	}
 	fresh, mgr := replicas[0], replicas[0].Manager
 	t.Cleanup(func() {
-		_ = fresh.Stop()
-		if err := fresh.Err(); err != nil {
-			t.Errorf("The fresh replica stopped: %v", err)
+		if err := fresh.Stop(); err != nil {
+			t.Error(err)
 		}
 	})
 	_, webhookPort, _ := net.SplitHostPort(fresh.WebhookAddr)

@@ -32,6 +32,10 @@ import (
 
 const systemNamespace = "gatefold-system"
 
+// stopGrace is how long a replica has to exit after SIGTERM: one killed
+// does not release its lease, which would skew the warm-restart figures.
+const stopGrace = 30 * time.Second
+
 // harness holds the control plane and the gatefold processes under test.
 type harness struct {
 	env       *devenv.Env
@@ -206,6 +210,7 @@ func (h *harness) launch(name string, webhookPort int) (*manager, error) {
 	}
 	replicas, err := testenv.Start(context.Background(), h.env, testenv.Gatefold{
 		Installed: h.installed, Binary: h.bin, Name: name, Dir: h.dir, Args: append(args, h.args...), NoWait: true,
+		StopGrace: stopGrace,
 	})
 	if err != nil {
 		return nil, err

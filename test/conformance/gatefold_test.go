@@ -24,15 +24,16 @@ const (
 // webhooks at a local port, and runs `gatefold manager` there as the
 // overlay's ServiceAccount (never as cluster-admin), folding the
 // ListenerSets of the stub's class, logging into logDir/gatefold.log. It
-// stops gatefold at the end of the test and then fails it for every request
-// the API server refused gatefold. It returns the version of the gatefold it
+// stops gatefold at the end of the test, within the 30s a pod has after
+// SIGTERM, and then fails it for every request the API server refused
+// gatefold. It returns the version of the gatefold it
 // runs: $GATEFOLD_BINARY (make conformance passes bin/gatefold), or the
 // working tree's.
 func startGatefold(t *testing.T, env *devenv.Env, logDir string) string {
 	t.Helper()
 	bin := testenv.MustBuildGatefold(t)
 	testenv.MustStart(t, env, testenv.Gatefold{
-		Overlay: overlay, Apply: true, PointWebhooks: true, Binary: bin, Dir: logDir,
+		Overlay: overlay, Apply: true, PointWebhooks: true, Binary: bin, Dir: logDir, StopGrace: 30 * time.Second,
 		Env:  []string{"POD_NAMESPACE=" + installNamespace},
 		Args: []string{"--cert-mode=self-signed", "--webhook-cert-hosts=127.0.0.1", "--leader-elect=false", "--listenerset-controllers=" + stubControllerName},
 	})

@@ -82,7 +82,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	cache = replicas[0].Manager.GetCache()
-	return m.Run()
+	code := m.Run()
+	if err := testenv.StopAll(replicas); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		return max(code, 1)
+	}
+	return code
 }
 
 // folds counts the folds of each Gateway that is no pool's sibling: the

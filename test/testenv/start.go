@@ -47,12 +47,15 @@ type Gatefold struct {
 	// Name names the replica, or Name-0, Name-1, ... for several: their
 	// POD_NAME, or Options.Identity in process; "" is "gatefold".
 	Name string
-	// Binary is the gatefold executable to run (BuildGatefold); "" runs the
-	// replicas in this process, logging through ctrl.Log.
+	// Binary is the gatefold executable to run (MustBuildGatefold); "" runs
+	// the replicas in this process, logging through ctrl.Log.
 	Binary string
-	// Dir receives a process's log, <name>.log, and the kubeconfigs; it is
-	// needed for Binary and Apply.
+	// Dir receives a process's log, <name>.log; it is needed for Binary.
+	// Kubeconfigs go to a temporary folder of their own, removed at Stop.
 	Dir string
+	// StopGrace is how long Stop gives a process to exit after SIGTERM
+	// before it kills it; 0 is 10s.
+	StopGrace time.Duration
 	// Env is added to the environment of the binary, e.g. POD_NAMESPACE.
 	Env []string
 	// Options, in process, changes a replica's Options once its Args are
@@ -86,6 +89,9 @@ type Replica struct {
 	cancel context.CancelFunc
 	exited chan struct{}
 	err    error
+	// grace is Gatefold.StopGrace; configDir holds the binary's kubeconfig.
+	grace     time.Duration
+	configDir string
 }
 
 // Start runs the replicas g asks for, as the ServiceAccount of g's overlay,
@@ -99,14 +105,14 @@ func Start(ctx context.Context, env *devenv.Env, g Gatefold) ([]*Replica, error)
 	if g.Name == "" {
 		g.Name = "gatefold"
 	}
-	if (g.Binary != "" || g.Apply) && g.Dir == "" {
-		return nil, errors.New("starting gatefold: a binary, or an overlay applied, needs Dir")
+	if g.Binary != "" && g.Dir == "" {
+		return nil, errors.New("starting gatefold: a binary needs Dir, for its log")
 	}
 	if g.Binary == "" && len(g.Env) > 0 {
 		return nil, errors.New("starting gatefold: Env is for the binary; in process, set Options")
 	}
 	if g.Apply {
-		if err := apply(ctx, env, g.Overlay, g.Dir); err != nil {
+		if err := apply(ctx, env, g.Overlay); err != nil {
 			return nil, err
 		}
 	}
@@ -117,21 +123,13 @@ func Start(ctx context.Context, env *devenv.Env, g Gatefold) ([]*Replica, error)
 			return nil, err
 		}
 	}
-	kubeconfig := filepath.Join(g.Dir, g.Name+".kubeconfig")
-	if g.Binary != "" {
-		if err := installed.WriteKubeconfig(kubeconfig); err != nil {
-			return nil, err
-		}
-	}
 	var replicas []*Replica
 	failed := func(err error) ([]*Replica, error) {
-		for _, r := range replicas {
-			_ = r.Stop()
-		}
+		_ = StopAll(replicas)
 		return nil, err
 	}
 	for i := range max(g.Replicas, 1) {
-		r := &Replica{Name: g.Name, exited: make(chan struct{})}
+		r := &Replica{Name: g.Name, exited: make(chan struct{}), grace: g.StopGrace}
 		if g.Replicas > 1 {
 			r.Name = fmt.Sprintf("%s-%d", g.Name, i)
 		}
@@ -145,7 +143,7 @@ func Start(ctx context.Context, env *devenv.Env, g Gatefold) ([]*Replica, error)
 			}
 		}
 		if g.Binary != "" {
-			err = r.startBinary(g, kubeconfig, args)
+			err = r.startBinary(installed, g, args)
 		} else {
 			err = r.startInProcess(ctx, installed.Config, g, args)
 		}
@@ -188,6 +186,15 @@ func MustStart(t testing.TB, env *devenv.Env, g Gatefold) []*Replica {
 		}
 	})
 	return replicas
+}
+
+// StopAll stops every replica and returns their errors joined.
+func StopAll(replicas []*Replica) error {
+	var errs []error
+	for _, r := range replicas {
+		errs = append(errs, r.Stop())
+	}
+	return errors.Join(errs...)
 }
 
 // addresses returns args with the replica's own addresses added where args
@@ -268,16 +275,33 @@ func (r *Replica) startInProcess(ctx context.Context, cfg *rest.Config, g Gatefo
 	r.Manager = mgr
 	ctx, r.cancel = context.WithCancel(ctx)
 	r.Started = time.Now()
-	go func() { r.err = mgr.Start(ctx); close(r.exited) }()
+	go func() {
+		r.err = mgr.Start(ctx)
+		if r.err != nil && ctx.Err() == nil {
+			ctrl.Log.Error(r.err, "A gatefold replica ended before it was stopped", "replica", r.Name)
+		}
+		close(r.exited)
+	}()
 	return nil
 }
 
-// startBinary runs `gatefold manager` with args as the ServiceAccount of
-// kubeconfig, logging into Dir.
-func (r *Replica) startBinary(g Gatefold, kubeconfig string, args []string) error {
+// startBinary runs `gatefold manager` with args as installed's
+// ServiceAccount, logging into Dir; its kubeconfig is in a temporary folder
+// that Stop removes.
+func (r *Replica) startBinary(installed *Installed, g Gatefold, args []string) error {
+	dir, err := os.MkdirTemp("", "gatefold-"+r.Name+"-")
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := installed.WriteKubeconfig(kubeconfig); err != nil {
+		os.RemoveAll(dir)
+		return err
+	}
 	r.Log = filepath.Join(g.Dir, r.Name+".log")
 	log, err := os.Create(r.Log)
 	if err != nil {
+		os.RemoveAll(dir)
 		return err
 	}
 	r.Cmd = exec.Command(g.Binary, append([]string{"manager", "--kubeconfig", kubeconfig}, args...)...)
@@ -286,8 +310,10 @@ func (r *Replica) startBinary(g Gatefold, kubeconfig string, args []string) erro
 	r.Started = time.Now()
 	if err := r.Cmd.Start(); err != nil {
 		log.Close()
+		os.RemoveAll(dir)
 		return err
 	}
+	r.configDir = dir
 	go func() { r.err = r.Cmd.Wait(); log.Close(); close(r.exited) }()
 	return nil
 }
@@ -296,21 +322,30 @@ func (r *Replica) startBinary(g Gatefold, kubeconfig string, args []string) erro
 func (r *Replica) Exited() <-chan struct{} { return r.exited }
 
 // Err is how the replica ended, once Exited is closed: the process's exit
-// status, or the manager's error in process.
+// status, or the manager's error in process (nil when it was stopped
+// cleanly).
 func (r *Replica) Err() error {
 	<-r.exited
 	return r.err
 }
 
 // Stop ends the replica as a rolling update does, SIGTERM for a process
-// (killed if it is not gone within 10s), and waits until it has ended.
+// (killed if it is not gone within StopGrace), and waits until it has
+// ended. In process it cancels the manager and returns its error, if any.
 func (r *Replica) Stop() error {
-	if r.Cmd != nil {
-		return process.Stop("gatefold replica "+r.Name, r.Cmd, r.exited)
+	if r.Cmd == nil {
+		r.cancel()
+		if err := r.Err(); err != nil {
+			return fmt.Errorf("gatefold replica %s ended: %w", r.Name, err)
+		}
+		return nil
 	}
-	r.cancel()
-	<-r.exited
-	return nil
+	defer os.RemoveAll(r.configDir)
+	grace := r.grace
+	if grace == 0 {
+		grace = process.StopWait
+	}
+	return process.StopWithin("gatefold replica "+r.Name, r.Cmd, r.exited, grace)
 }
 
 // WaitReady waits until the replica's /readyz answers 200, and fails at once
@@ -346,12 +381,18 @@ func (r *Replica) LogTail() string {
 }
 
 // apply applies config/<overlay> with the control plane's kubectl, as the
-// administrator.
-func apply(ctx context.Context, env *devenv.Env, overlay, dir string) error {
+// administrator, whose kubeconfig it writes to a temporary folder and
+// removes.
+func apply(ctx context.Context, env *devenv.Env, overlay string) error {
 	root, err := devenv.RepoRoot()
 	if err != nil {
 		return err
 	}
+	dir, err := os.MkdirTemp("", "gatefold-apply-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
 	kubeconfig, err := env.WriteKubeconfig(filepath.Join(dir, "admin.kubeconfig"))
 	if err != nil {
 		return err
@@ -363,31 +404,22 @@ func apply(ctx context.Context, env *devenv.Env, overlay, dir string) error {
 	return nil
 }
 
-// BuildGatefold returns $GATEFOLD_BINARY, or builds the working tree's
-// gatefold into dir.
-func BuildGatefold(dir string) (string, error) {
+// MustBuildGatefold returns $GATEFOLD_BINARY, or builds the working tree's
+// gatefold into a temporary folder of t.
+func MustBuildGatefold(t testing.TB) string {
+	t.Helper()
 	if bin := os.Getenv("GATEFOLD_BINARY"); bin != "" {
-		return bin, nil
+		return bin
 	}
 	root, err := devenv.RepoRoot()
 	if err != nil {
-		return "", err
+		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "gatefold")
+	bin := filepath.Join(t.TempDir(), "gatefold")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gatefold")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building gatefold: %w\n%s", err, out)
-	}
-	return bin, nil
-}
-
-// MustBuildGatefold is BuildGatefold for a test, into a temporary folder.
-func MustBuildGatefold(t testing.TB) string {
-	t.Helper()
-	bin, err := BuildGatefold(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("Building gatefold: %v\n%s", err, out)
 	}
 	return bin
 }
