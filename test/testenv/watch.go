@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,15 +27,33 @@ type Invariant struct {
 	Check     func(objs map[string]client.Object) error
 }
 
-// Holds follows the objects of every invariant for window, from their state
-// now, and fails t at the first state one rejects. A check that something
-// does not happen then holds for the whole window: one look at its end
-// misses a write undone since, a deletion, an object made anew.
-func Holds(t testing.TB, env *devenv.Env, window time.Duration, invariants ...Invariant) {
-	t.Helper()
+// watchers holds one watching client per control plane, for Holds: a new
+// one would spend the start of the window on discovery.
+var watchers sync.Map // *devenv.Env → client.WithWatch
+
+// watcher returns env's watching client, made on first use.
+func watcher(env *devenv.Env) (client.WithWatch, error) {
+	if c, ok := watchers.Load(env); ok {
+		return c.(client.WithWatch), nil
+	}
 	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
 	if err != nil {
-		t.Fatalf("Creating a watching client: %v", err)
+		return nil, fmt.Errorf("creating a watching client: %w", err)
+	}
+	actual, _ := watchers.LoadOrStore(env, c)
+	return actual.(client.WithWatch), nil
+}
+
+// Holds follows the objects of every invariant for window, from their state
+// now, and stops the test at the first state one rejects: call it from the
+// test's goroutine. A check that something does not happen then holds for
+// the whole window: one look at its end misses a write undone since, a
+// deletion, an object made anew.
+func Holds(t testing.TB, env *devenv.Env, window time.Duration, invariants ...Invariant) {
+	t.Helper()
+	c, err := watcher(env)
+	if err != nil {
+		t.Fatal(err)
 	}
 	g, ctx := errgroup.WithContext(context.Background())
 	ctx, cancel := context.WithTimeout(ctx, window)
@@ -44,7 +63,7 @@ func Holds(t testing.TB, env *devenv.Env, window time.Duration, invariants ...In
 		g.Go(func() error { return Follow(ctx, c, inv) })
 	}
 	if err := g.Wait(); err != nil {
-		t.Errorf("%v into a window of %v: %v", time.Since(start).Round(time.Millisecond), window, err)
+		t.Fatalf("%v into a window of %v: %v", time.Since(start).Round(time.Millisecond), window, err)
 	}
 }
 
