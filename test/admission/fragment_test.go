@@ -360,12 +360,13 @@ func TestFreedTupleIsReusable(t *testing.T) {
 	})
 }
 
-// eventuallyCreated retries a create that a released claim will allow, and
-// fails when that takes longer than the 60s a user is promised.
+// eventuallyCreated retries a create that a released claim will allow,
+// every 500ms as each is an admission request, and fails when that takes
+// longer than the 60s a user is promised.
 func eventuallyCreated(t *testing.T, lf *v1alpha1.ListenerFragment) {
 	t.Helper()
 	start := time.Now()
-	testenv.Eventually(t, 60*time.Second, func() error {
+	err := testenv.Poll(60*time.Second, 500*time.Millisecond, func() error {
 		err := env.Client.Create(context.Background(), lf.DeepCopy())
 		if err != nil && !apierrors.IsInvalid(err) {
 			t.Fatalf("Creating %s: %v", lf.Name, err)
@@ -375,6 +376,9 @@ func eventuallyCreated(t *testing.T, lf *v1alpha1.ListenerFragment) {
 		}
 		return nil
 	})
+	if err != nil {
+		t.Fatalf("After 60s: %v", err)
+	}
 	t.Logf("Created %s %v after the tuple was freed", lf.Name, time.Since(start).Round(100*time.Millisecond))
 }
 

@@ -159,12 +159,16 @@ func TestTenantsCannotTakeOrBreakOthersListeners(t *testing.T) {
 	}
 	deleted := time.Now()
 	heir := fixture.Fragment("tenant-c", "heir", gw, fixture.Entry("http", httpPort, gwv1.HTTPProtocolType, "leaver.example.com"))
-	testenv.Eventually(t, 10*time.Second, func() error {
+	// Every 200ms: each try is an admission request.
+	err = testenv.Poll(10*time.Second, 200*time.Millisecond, func() error {
 		if err := c.Create(ctx, heir.DeepCopy()); err != nil {
 			return fmt.Errorf("tenant-a/leaver was deleted, its hostname is still taken: %w", err)
 		}
 		return nil
 	})
+	if err != nil {
+		t.Fatalf("After 10s: %v", err)
+	}
 	t.Logf("tenant-c/heir was admitted %v after tenant-a/leaver was deleted", time.Since(deleted).Round(100*time.Millisecond))
 	create(t, c, routeTo("tenant-c", "heir", "", "heir", landedParent(waitLanded(t, c, heir, "http")["http"])))
 	p.waitServed("HTTP", "leaver.example.com", "/", "heir", nil)

@@ -22,8 +22,9 @@ func Poll(timeout, interval time.Duration, check func() error) error {
 	}
 }
 
-// Eventually polls check until it returns nil, and fails t after timeout
-// with check's last error.
+// Eventually polls check every 50ms until it returns nil, and fails t after
+// timeout with check's last error. Where one check costs (a list of
+// thousands, an admission request), call Poll with a longer interval.
 func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 	t.Helper()
 	if err := Poll(timeout, pollInterval, check); err != nil {
