@@ -236,13 +236,13 @@ func TestFlapOfAllowedListenersKeepsTheClaim(t *testing.T) {
 	time.Sleep(claimGrace / 2)
 	setAllowedFrom(t, gw, gwv1.NamespacesFromAll)
 	t.Logf("The Gateway admitted only its own namespace for %v", time.Since(flapped).Round(10*time.Millisecond))
-	deadline := time.Now().Add(claimGrace + 2*time.Second)
-	for time.Now().Before(deadline) {
-		if now := claimOf(t, infra, gw.Name, l); now == nil || now.UID != claim.UID {
-			t.Fatalf("%v after the flap began the claim is %v, want the one held before (%s)", time.Since(flapped).Round(10*time.Millisecond), now, claim.UID)
+	key := client.ObjectKey{Namespace: claimsNamespace, Name: claimName(infra, gw.Name, l)}
+	testenv.Holds(t, env, claimGrace+2*time.Second, testenv.ObjectHolds(&coordinationv1.LeaseList{}, key, func(now client.Object) error {
+		if now.GetUID() != claim.UID {
+			return fmt.Errorf("after the flap the claim is %s, want the one held before (%s)", now.GetUID(), claim.UID)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	}))
 	err := env.Client.Create(context.Background(), newFragment(infra, "own-team", gw, l))
 	wantDenied(t, err, `Duplicate value: "flap.example.com"`)
 }

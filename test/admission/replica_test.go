@@ -63,21 +63,23 @@ func TestFreshReplicaIsReadyOnlyOnceItsInformersSynced(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Every 5ms: the request must come the moment /readyz first says 200.
 	var notReady string
-	for {
+	err = testenv.Poll(30*time.Second, 5*time.Millisecond, func() error {
 		resp, err := http.Get("http://" + probeAddr + "/readyz?verbose")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-			notReady = string(body)
+		if err != nil {
+			return err
 		}
-		if time.Since(started) > 30*time.Second {
-			t.Fatalf("The fresh replica is not ready after 30s: %s", notReady)
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
+		notReady = string(body)
+		return fmt.Errorf("/readyz answers %d: %s", resp.StatusCode, notReady)
+	})
+	if err != nil {
+		t.Fatalf("The fresh replica is not ready after 30s: %v", err)
 	}
 	ready := time.Since(started)
 

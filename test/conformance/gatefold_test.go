@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ func startGatefold(t *testing.T, env *devenv.Env, logDir string) string {
 func waitCABundles(t *testing.T, c client.Client) {
 	t.Helper()
 	ctx := context.Background()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	testenv.Eventually(t, 60*time.Second, func() error {
 		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		if err := c.Get(ctx, client.ObjectKey{Name: "gatefold-mutating-webhook-configuration"}, m); err != nil {
@@ -63,11 +64,9 @@ func waitCABundles(t *testing.T, c client.Client) {
 		for _, w := range v.Webhooks {
 			injected = injected && len(w.ClientConfig.CABundle) > 0
 		}
-		if injected {
-			return
+		if !injected {
+			return errors.New("gatefold has not injected its CA bundle into its webhook configurations")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("gatefold has not injected its CA bundle into its webhook configurations after 60s")
-		}
-	}
+		return nil
+	})
 }

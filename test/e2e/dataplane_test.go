@@ -333,18 +333,19 @@ func (p *prober) noCertificateFor(port int, host, path string) {
 	p.t.Helper()
 	what := p.describeAt(port, "HTTPS", host, path)
 	var a answer
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+	testenv.Steady(p.t, 2*time.Second, 200*time.Millisecond, func() error {
 		a = p.getAt(port, "HTTPS", host, path)
 		switch {
 		case a.refused():
 			p.failRefused(what, a)
 		case a.certFor(host):
-			p.t.Fatalf("%s → %s: the handshake presented a certificate for %s", what, a, host)
+			return fmt.Errorf("%s → %s: the handshake presented a certificate for %s", what, a, host)
 		case a.cert != nil && (a.err != nil || a.notFound()), a.plainHTTP():
 		default:
-			p.t.Fatalf("%s → %s, want a handshake with another certificate, then 404, or a plain HTTP answer", what, a)
+			return fmt.Errorf("%s → %s, want a handshake with another certificate, then 404, or a plain HTTP answer", what, a)
 		}
-	}
+		return nil
+	})
 	p.t.Logf("%s → %s [steady for 2s: no certificate for %s]", what, a, host)
 }
 
@@ -357,10 +358,11 @@ func (p *prober) stillServed(scheme, host, path, backend string, cert *x509.Cert
 		ok = func(a answer) bool { return a.err == nil && a.status == http.StatusNotFound }
 	}
 	var a answer
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+	testenv.Steady(p.t, 2*time.Second, 200*time.Millisecond, func() error {
 		if a = p.get(scheme, host, path); !ok(a) {
-			p.t.Fatalf("%s → %s, want it answered by %q", p.describe(scheme, host, path), a, backend)
+			return fmt.Errorf("%s → %s, want it answered by %q", p.describe(scheme, host, path), a, backend)
 		}
-	}
+		return nil
+	})
 	p.t.Logf("%s → %s [steady for 2s]", p.describe(scheme, host, path), a)
 }

@@ -22,6 +22,23 @@ func Poll(timeout, interval time.Duration, check func() error) error {
 	}
 }
 
+// Steady calls check every interval for window, the first time at once, and
+// stops the test at the first error: Holds for what cannot be watched, such
+// as an HTTP answer. Call it from the test's goroutine.
+func Steady(t testing.TB, window, interval time.Duration, check func() error) {
+	t.Helper()
+	start := time.Now()
+	for {
+		if err := check(); err != nil {
+			t.Fatalf("%v into a window of %v: %v", time.Since(start).Round(time.Millisecond), window, err)
+		}
+		if time.Since(start) >= window {
+			return
+		}
+		time.Sleep(min(interval, window-time.Since(start)))
+	}
+}
+
 // Eventually polls check every 50ms until it returns nil, and fails t after
 // timeout with check's last error. Where one check costs (a list of
 // thousands, an admission request), call Poll with a longer interval.
