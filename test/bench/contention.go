@@ -18,6 +18,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/rules"
+	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // route is one route's need: an HTTPS listener for its hostname, serving its
@@ -529,17 +530,14 @@ func (h *harness) phase(ctx context.Context, p Params, ns string, c client.Clien
 		})
 	}
 	ph.WriteSeconds = time.Since(start).Seconds()
-	for deadline := start.Add(p.PhaseTimeout); ; time.Sleep(100 * time.Millisecond) {
+	ph.Converged = testenv.Poll(time.Until(start.Add(p.PhaseTimeout)), 100*time.Millisecond, func() error {
 		missing, extra, err := h.compare(ctx, ns, s, present)
 		if err == nil && missing == 0 && extra == 0 {
-			ph.Converged = true
-			break
+			return nil
 		}
 		ph.Missing, ph.Extra = missing, extra
-		if time.Now().After(deadline) {
-			break
-		}
-	}
+		return errPending
+	}) == nil
 	end := time.Now()
 	prof.end()
 	ph.Seconds = end.Sub(start).Seconds()

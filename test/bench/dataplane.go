@@ -430,17 +430,15 @@ func (pr *prober) served(host string) bool {
 // firstServed requests host every interval until it is served, and
 // returns when it first was, or the zero time after deadline.
 func (pr *prober) firstServed(host string, deadline time.Time) time.Time {
-	for {
+	var at time.Time
+	if testenv.Poll(time.Until(deadline), pr.interval, func() error {
 		ok := pr.served(host)
-		at := time.Now()
-		if ok {
-			return at
-		}
-		if at.After(deadline) {
-			return time.Time{}
-		}
-		time.Sleep(pr.interval)
+		at = time.Now()
+		return pending(ok)
+	}) != nil {
+		return time.Time{}
 	}
+	return at
 }
 
 // close drops the connections kept to Traefik, which would otherwise hold
