@@ -29,44 +29,6 @@ import (
 	"github.com/gatefold/gatefold/internal/devenv"
 )
 
-const installNamespace = "gatefold-system"
-
-// certManagerCRDs is the deploy/crds folder of the cert-manager module in
-// go.mod: the real CRDs the default overlay's objects must satisfy.
-func certManagerCRDs(t *testing.T) string {
-	t.Helper()
-	root, err := devenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/cert-manager/cert-manager")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("Finding the cert-manager module: %v", err)
-	}
-	return filepath.Join(strings.TrimSpace(string(out)), "deploy", "crds")
-}
-
-func overlay(t *testing.T, name string) string {
-	t.Helper()
-	root, err := devenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(root, "config", name)
-}
-
-// emptyCRDDir keeps testenv from installing gatefold's CRD: the overlays do.
-func emptyCRDDir(t *testing.T) string { return t.TempDir() }
-
-func get(t *testing.T, c client.Client, key client.ObjectKey, obj client.Object) {
-	t.Helper()
-	if err := c.Get(context.Background(), key, obj); err != nil {
-		t.Fatalf("Reading %T %s: %v", obj, key, err)
-	}
-}
-
 func managerDeployment(t *testing.T, c client.Client) *appsv1.Deployment {
 	t.Helper()
 	d := &appsv1.Deployment{}

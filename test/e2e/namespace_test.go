@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,21 +96,4 @@ func TestDeletingANamespaceFreesItsTuples(t *testing.T) {
 		return fmt.Errorf("waiting for another tenant's fragment for the freed tuple to be admitted; last: denied: %v", err)
 	})
 	waitListenerNames(t, c, arriving, "web")
-}
-
-// claimsHeldBy lists the claims in gatefold's namespace whose holder
-// identity (namespace/name/uid of a fragment) starts with prefix.
-func claimsHeldBy(t *testing.T, c client.Client, prefix string) []string {
-	t.Helper()
-	leases := &coordinationv1.LeaseList{}
-	if err := c.List(context.Background(), leases, client.InNamespace(installNamespace), client.HasLabels{"gatefold.dev/claim"}); err != nil {
-		t.Fatalf("Listing claims: %v", err)
-	}
-	var held []string
-	for _, l := range leases.Items {
-		if holder := ptr.Deref(l.Spec.HolderIdentity, ""); strings.HasPrefix(holder, prefix) {
-			held = append(held, l.Name+" held by "+holder)
-		}
-	}
-	return held
 }
