@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/gatefold/gatefold/test/testenv"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // unchanged is the invariant that the objects of list's kind in ns are

@@ -1,9 +1,3 @@
-// Package testenv holds what gatefold's tests share about the control plane
-// they run on: the audit-log reader; running gatefold as installed, as the
-// ServiceAccount an overlay of config/ ships, with that overlay's RBAC, and
-// failing when the API server refuses it anything; one wait (Eventually, on
-// Poll), one watch of a window (Holds), and the assertions several test
-// packages make (CheckPool, WaitAccepted).
 package testenv
 
 import (
