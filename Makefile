@@ -73,12 +73,14 @@ fuzz: ## Fuzz each fuzz target for FUZZTIME (10s)
 
 # Gateway API's own ListenerSet conformance tests, unmodified, against
 # bin/gatefold as installed (test/conformance: a Go module of its own, which
-# make vet and make lint do not reach, so it is vetted here).
+# make vet and make lint do not reach, so it is vetted here): once with the
+# stub implementation, once with Traefik carrying the traffic in a network
+# namespace of the test's own.
 .PHONY: conformance
-conformance: controlplane build ## Run Gateway API's ListenerSet conformance tests against bin/gatefold and write docs/conformance
+conformance: controlplane traefik build ## Run Gateway API's ListenerSet conformance tests against bin/gatefold (stub, then Traefik) and write docs/conformance
 	cd test/conformance && $(GO) vet ./... && \
 		GATEFOLD_BINARY=$(CURDIR)/bin/gatefold $(GO) test -count=1 -timeout 20m ./...
-	@cat docs/conformance/gatefold-listenerset-results.md
+	@cat docs/conformance/gatefold-listenerset-results.md docs/conformance/traefik-listenerset-results.md
 
 # BENCH_FLAGS go to the harness, e.g. BENCH_FLAGS='--only scale'. A run with
 # --only writes into bin/bench unless --out says otherwise, so the published

@@ -59,8 +59,17 @@ type Options struct {
 	// Dir receives Traefik's configuration files and its logs.
 	Dir string
 	// HTTPPort and HTTPSPort are the ports of the entryPoints web and
-	// websecure on 127.0.0.1; 0 means DefaultHTTPPort and DefaultHTTPSPort.
+	// websecure; 0 means DefaultHTTPPort and DefaultHTTPSPort.
 	HTTPPort, HTTPSPort int
+	// Address is the IP address the entryPoints listen on and the one
+	// Traefik writes into its Gateways' status.addresses; empty means
+	// 127.0.0.1. Any other is for a network namespace of the caller's own.
+	Address string
+	// ExperimentalChannel turns on Traefik's experimentalChannel, with
+	// which it serves TLS and TCP listeners and reads TLSRoutes and TCPRoutes
+	// at v1alpha2: the control plane must then serve Gateway API's
+	// experimental-channel CRDs.
+	ExperimentalChannel bool
 	// Backends names the echo backends to start. Each answers every request
 	// with "backend=<name> host=<Host header> path=<path>" and is Traefik
 	// service <name>@file: see BackendRef.
@@ -72,8 +81,10 @@ type Options struct {
 
 // DataPlane is a running Traefik with its echo backends.
 type DataPlane struct {
-	// HTTPPort and HTTPSPort are the entryPoints' ports on 127.0.0.1.
+	// HTTPPort and HTTPSPort are the entryPoints' ports on Address.
 	HTTPPort, HTTPSPort int
+	// Address is the entryPoints' IP address, Options.Address or 127.0.0.1.
+	Address string
 	// GatewayClass is the class Traefik accepted.
 	GatewayClass string
 	// Backends maps each echo backend's name to its URL.
@@ -82,11 +93,12 @@ type DataPlane struct {
 	// access log.
 	LogPath, AccessLogPath string
 
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	waitErr  error
-	logFile  *os.File
-	backends []*http.Server
+	experimental bool
+	cmd          *exec.Cmd
+	exited       chan struct{}
+	waitErr      error
+	logFile      *os.File
+	backends     []*http.Server
 }
 
 // FindBinary returns the traefik executable: path when set, else
@@ -141,6 +153,8 @@ func Start(ctx context.Context, c client.Client, opts Options) (*DataPlane, erro
 	d := &DataPlane{
 		HTTPPort:      cmp.Or(opts.HTTPPort, DefaultHTTPPort),
 		HTTPSPort:     cmp.Or(opts.HTTPSPort, DefaultHTTPSPort),
+		Address:       cmp.Or(opts.Address, "127.0.0.1"),
+		experimental:  opts.ExperimentalChannel,
 		GatewayClass:  cmp.Or(opts.GatewayClass, DefaultGatewayClass),
 		Backends:      map[string]string{},
 		LogPath:       filepath.Join(opts.Dir, "traefik.log"),
@@ -150,9 +164,9 @@ func Start(ctx context.Context, c client.Client, opts Options) (*DataPlane, erro
 	// Traefik would exit with a line in its log; a port already taken is
 	// most often another `make dev`, which the error says.
 	for _, port := range []int{d.HTTPPort, d.HTTPSPort} {
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		l, err := net.Listen("tcp", net.JoinHostPort(d.Address, strconv.Itoa(port)))
 		if err != nil {
-			return nil, fmt.Errorf("port %d on 127.0.0.1, which Traefik's entryPoints need, is taken (is another `make dev` running?): %w", port, err)
+			return nil, fmt.Errorf("port %d on %s, which Traefik's entryPoints need, is taken (is another `make dev` running?): %w", port, d.Address, err)
 		}
 		_ = l.Close()
 	}
@@ -239,7 +253,7 @@ func (d *DataPlane) writeConfig(dir string) (string, error) {
 	// Short grace on stop: nothing here needs in-flight requests to finish.
 	entryPoint := func(port int) map[string]any {
 		return map[string]any{
-			"address":   fmt.Sprintf("127.0.0.1:%d", port),
+			"address":   net.JoinHostPort(d.Address, strconv.Itoa(port)),
 			"transport": map[string]any{"lifeCycle": map[string]any{"graceTimeOut": "1s"}},
 		}
 	}
@@ -252,8 +266,11 @@ func (d *DataPlane) writeConfig(dir string) (string, error) {
 			"websecure": entryPoint(d.HTTPSPort),
 		},
 		"providers": map[string]any{
-			"kubernetesGateway": map[string]any{"statusAddress": map[string]any{"ip": "127.0.0.1"}},
-			"file":              map[string]any{"filename": dynamic},
+			"kubernetesGateway": map[string]any{
+				"statusAddress":       map[string]any{"ip": d.Address},
+				"experimentalChannel": d.experimental,
+			},
+			"file": map[string]any{"filename": dynamic},
 		},
 		"log":       map[string]any{"level": "INFO", "noColor": true},
 		"accessLog": map[string]any{"filePath": d.AccessLogPath},
@@ -315,7 +332,7 @@ func (d *DataPlane) waitReady(ctx context.Context, c client.Client) error {
 }
 
 func (d *DataPlane) listening(port int) bool {
-	conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(d.Address, strconv.Itoa(port)), time.Second)
 	if err != nil {
 		return false
 	}

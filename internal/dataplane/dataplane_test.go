@@ -82,7 +82,7 @@ func TestEchoAnswersWithItsNameAndTheHost(t *testing.T) {
 // TestConfigStaysOnLoopback reads back the configuration Traefik is given.
 func TestConfigStaysOnLoopback(t *testing.T) {
 	dir := t.TempDir()
-	d := &DataPlane{HTTPPort: 8000, HTTPSPort: 8443, Backends: map[string]string{"echo": "http://127.0.0.1:4242"},
+	d := &DataPlane{HTTPPort: 8000, HTTPSPort: 8443, Address: "127.0.0.1", Backends: map[string]string{"echo": "http://127.0.0.1:4242"},
 		AccessLogPath: filepath.Join(dir, "access.log")}
 	path, err := d.writeConfig(dir)
 	if err != nil {

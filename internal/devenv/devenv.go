@@ -55,6 +55,10 @@ type Options struct {
 	// AuditAll logs every request but watches, of any resource, instead:
 	// the benchmarks count all that a controller reads and writes with it.
 	AuditAll bool
+	// AdvertiseAddress is the address kube-apiserver advertises; empty, it
+	// takes the one of the default route's interface. A network namespace
+	// without a default route needs one.
+	AdvertiseAddress string
 }
 
 const auditHeader = `apiVersion: audit.k8s.io/v1
@@ -133,6 +137,9 @@ func Start(opts Options) (*Env, error) {
 			Paths:              []string{gwDir, crdDir},
 			ErrorIfPathMissing: true,
 		},
+	}
+	if opts.AdvertiseAddress != "" {
+		env.ControlPlane.GetAPIServer().Configure().Set("advertise-address", opts.AdvertiseAddress)
 	}
 	if opts.AuditLog != "" {
 		policy := filepath.Join(filepath.Dir(opts.AuditLog), "audit-policy.yaml")

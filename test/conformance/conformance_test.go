@@ -85,25 +85,35 @@ var suiteNamespaces = map[string]bool{
 	suite.WebBackendNamespace:     true,
 }
 
-const (
-	// reportPath is upstream's report of the run, per conformance profile.
-	reportPath = "docs/conformance/gatefold-listenerset-report.yaml"
-	// resultsPath is the result of each test of the run.
-	resultsPath = "docs/conformance/gatefold-listenerset-results.md"
-)
+// suiteRun is one run of the suite: the class it runs on, what serves it,
+// where its results go and what it expects beyond passing and skipped.
+type suiteRun struct {
+	// class is the GatewayClass the suite runs on.
+	class string
+	// implementation says, in the results, what serves the class.
+	implementation string
+	// reportPath is upstream's report of the run, per conformance profile;
+	// resultsPath the result of each test of the run.
+	reportPath, resultsPath string
+	// dataPlane, when set, runs between the suite's Setup and its tests and
+	// fails the run unless requests reach the suite's backends.
+	dataPlane func(*testing.T, *suite.ConformanceTestSuite)
+}
+
+// stubRun judges gatefold's own verdicts: the stub implementation writes
+// the status every implementation would and serves nothing.
+var stubRun = suiteRun{
+	class:          stubClassName,
+	implementation: "the stub Gateway implementation (status only, no traffic)",
+	reportPath:     "docs/conformance/gatefold-listenerset-report.yaml",
+	resultsPath:    "docs/conformance/gatefold-listenerset-results.md",
+}
 
 // TestListenerSetConformance runs the upstream suite's ListenerSet tests,
 // unmodified, on a real control plane with gatefold installed from
 // config/self-signed and the stub Gateway implementation.
 func TestListenerSetConformance(t *testing.T) {
-	root, err := devenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logDir := filepath.Join(root, "bin", "conformance")
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	root, logDir := repoDirs(t, "conformance")
 	// gatefold's CRDs come from the overlay, as a user installs them.
 	env, err := devenv.Start(devenv.Options{CRDDir: t.TempDir()})
 	if err != nil {
@@ -111,15 +121,39 @@ func TestListenerSetConformance(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = env.Stop() })
 
-	startStubs(t, env, logDir)
-	version := startGatefold(t, env, logDir)
+	startStubs(t, env, logDir, &gatewayStub{}, &podStub{namespaces: suiteNamespaces})
+	if err := createStubClass(context.Background(), env.Client); err != nil {
+		t.Fatal(err)
+	}
+	version := startGatefold(t, env, logDir, stubControllerName)
 	t.Logf("gatefold %s and the stubs log into %s", version, logDir)
-	runSuite(t, env, root, version)
+	runSuite(t, env, root, version, stubRun)
 }
 
-// startStubs runs the stub Gateway implementation and Pod readiness in this
-// process until the test ends, logging into logDir/stubs.log.
-func startStubs(t *testing.T, env *devenv.Env, logDir string) {
+// repoDirs returns the repository's root and its folder bin/<logs>, which
+// it creates, for the run's logs.
+func repoDirs(t *testing.T, logs string) (root, logDir string) {
+	t.Helper()
+	root, err := devenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logDir = filepath.Join(root, "bin", logs)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return root, logDir
+}
+
+// stub is a controller of the test process that stands in for a part of a
+// cluster the control plane lacks; setup gives it the manager's client.
+type stub interface {
+	setup(ctrl.Manager) error
+}
+
+// startStubs runs stubs in this process until the test ends, logging into
+// logDir/stubs.log.
+func startStubs(t *testing.T, env *devenv.Env, logDir string, stubs ...stub) {
 	t.Helper()
 	logFile, err := os.Create(filepath.Join(logDir, "stubs.log"))
 	if err != nil {
@@ -138,13 +172,10 @@ func startStubs(t *testing.T, env *devenv.Env, logDir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gateways := &gatewayStub{Client: mgr.GetClient()}
-	pods := &podStub{Client: mgr.GetClient(), namespaces: suiteNamespaces}
-	if err := gateways.setup(mgr); err != nil {
-		t.Fatal(err)
-	}
-	if err := pods.setup(mgr); err != nil {
-		t.Fatal(err)
+	for _, s := range stubs {
+		if err := s.setup(mgr); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -156,9 +187,6 @@ func startStubs(t *testing.T, env *devenv.Env, logDir string) {
 		}
 		logFile.Close()
 	})
-	if err := createStubClass(ctx, env.Client); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // suiteScheme knows what the suite and the stubs read and write.
@@ -201,10 +229,10 @@ type outcome struct {
 	name, description, result, why string
 }
 
-// runSuite runs the suite's ListenerSet tests as the administrator, a
-// user of the cluster, and writes upstream's report and a table of each
-// test's result into docs/conformance.
-func runSuite(t *testing.T, env *devenv.Env, root, version string) {
+// runSuite runs the suite's ListenerSet tests on r's class as the
+// administrator, a user of the cluster, and writes upstream's report and a
+// table of each test's result into docs/conformance.
+func runSuite(t *testing.T, env *devenv.Env, root, version string, r suiteRun) {
 	lsTests := listenerSetTests()
 	want, err := expectations(lsTests)
 	if err != nil {
@@ -230,7 +258,7 @@ func runSuite(t *testing.T, env *devenv.Env, root, version string) {
 	outcomes := map[string]outcome{}
 	cSuite, err := suite.NewConformanceTestSuite(suite.ConformanceOptions{
 		ConfigurableOptions: suite.ConfigurableOptions{
-			GatewayClassName:     stubClassName,
+			GatewayClassName:     r.class,
 			CleanupBaseResources: true,
 			CleanupTestResources: true,
 			// One at a time: each test's readiness check waits for every
@@ -285,13 +313,16 @@ func runSuite(t *testing.T, env *devenv.Env, root, version string) {
 			t.Errorf("Reporting: %v", err)
 			return
 		}
-		writeReport(t, root, report)
+		writeReport(t, filepath.Join(root, r.reportPath), report)
 		mu.Lock()
 		defer mu.Unlock()
-		writeResults(t, root, version, lsTests, want, outcomes)
+		writeResults(t, filepath.Join(root, r.resultsPath), version, r.implementation, lsTests, want, outcomes)
 		checkOutcomes(t, lsTests, want, outcomes)
 	})
 	cSuite.Setup(t, lsTests)
+	if r.dataPlane != nil && !t.Run("DataPlane", func(t *testing.T) { r.dataPlane(t, cSuite) }) {
+		t.Fatal("Requests through the Gateway do not reach the suite's backends: the ListenerSet tests would judge nothing")
+	}
 	if err := cSuite.Run(t, lsTests); err != nil {
 		t.Fatal(err)
 	}
@@ -380,25 +411,26 @@ func checkOutcomes(t *testing.T, lsTests []suite.ConformanceTest, want map[strin
 	}
 }
 
-// writeReport writes upstream's report, which counts results per profile.
-func writeReport(t *testing.T, root string, report *confv1.ConformanceReport) {
+// writeReport writes upstream's report, which counts results per profile,
+// to path.
+func writeReport(t *testing.T, path string, report *confv1.ConformanceReport) {
 	b, err := yaml.Marshal(report)
 	if err != nil {
 		t.Errorf("Encoding the report: %v", err)
 		return
 	}
-	if err := os.WriteFile(filepath.Join(root, reportPath), b, 0o644); err != nil {
+	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Errorf("Writing the report: %v", err)
 	}
 }
 
-// writeResults prints and writes a table of every ListenerSet test's
-// result and the expected one, which upstream's report only counts.
-func writeResults(t *testing.T, root, version string, lsTests []suite.ConformanceTest, want map[string]string, outcomes map[string]outcome) {
+// writeResults prints and writes to path a table of every ListenerSet
+// test's result and the expected one, which upstream's report only counts.
+func writeResults(t *testing.T, path, version, implementation string, lsTests []suite.ConformanceTest, want map[string]string, outcomes map[string]outcome) {
 	var b strings.Builder
 	b.WriteString("<!-- Written by `make conformance` (test/conformance); do not edit. -->\n")
 	b.WriteString("# gatefold: Gateway API v1.6.3 ListenerSet conformance, per test\n\n")
-	fmt.Fprintf(&b, "gatefold %s, installed from config/%s; see [README.md](README.md).\n\n", version, overlay)
+	fmt.Fprintf(&b, "gatefold %s, installed from config/%s, with %s; see [README.md](README.md).\n\n", version, overlay, implementation)
 	b.WriteString("| Test | Result | Expected | What it checks |\n|---|---|---|---|\n")
 	counts := map[string]int{}
 	var unexpected []string
@@ -424,7 +456,7 @@ func writeResults(t *testing.T, root, version string, lsTests []suite.Conformanc
 		fmt.Fprintf(&b, "; not as expected: %s.\n", strings.Join(unexpected, ", "))
 	}
 	t.Logf("ListenerSet conformance:\n%s", b.String())
-	if err := os.WriteFile(filepath.Join(root, resultsPath), []byte(b.String()), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Errorf("Writing the results: %v", err)
 	}
 }

@@ -10,6 +10,12 @@
 // folds the class's ListenerSets into its Gateways and writes their status;
 // the suite judges that status. The stubs are test code and never ship.
 //
+// A second test runs the suite again with Traefik (bin/traefik) as the
+// implementation, carrying the traffic, in a network namespace the test
+// makes for itself (unshare): Traefik serves the Gateways on an address of
+// that namespace at ports 80 and 443, and upstream's echo server serves the
+// suite's backend Pods behind EndpointSlices the test writes.
+//
 // It is a Go module of its own so that gatefold's go.mod never requires
 // the conformance suite and its dependencies.
 package conformance

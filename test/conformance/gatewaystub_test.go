@@ -79,6 +79,7 @@ type gatewayStub struct {
 }
 
 func (s *gatewayStub) setup(mgr ctrl.Manager) error {
+	s.Client = mgr.GetClient()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("conformance-gateway-stub").
 		For(&gwv1.Gateway{}).

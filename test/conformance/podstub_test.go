@@ -19,14 +19,18 @@ import (
 // podStub stands in for the Deployment and ReplicaSet controllers and the
 // kubelet, for the Deployments of the suite's base manifests only: it
 // creates each one's Pods and marks them Ready, so that the suite's readiness
-// checks pass. Nothing runs in them.
+// checks pass. Without echo nothing runs in them; with echo, a Pod whose
+// container is upstream's echo server runs it, and gets its address.
 type podStub struct {
 	client.Client
 	// namespaces are the suite's; gatefold's own Deployment stays as it is.
 	namespaces map[string]bool
+	// echo, when set, runs the Pods' echo servers.
+	echo *echoBackends
 }
 
 func (s *podStub) setup(mgr ctrl.Manager) error {
+	s.Client = mgr.GetClient()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("conformance-pod-stub").
 		For(&appsv1.Deployment{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -52,7 +56,8 @@ func (s *podStub) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 }
 
 // readyPod creates the Pod name of Deployment d from its template, unless it
-// exists, and reports it Running and Ready.
+// exists, starts its echo server if it has one, and reports it Running and
+// Ready, with the server's address.
 func (s *podStub) readyPod(ctx context.Context, d *appsv1.Deployment, name string) error {
 	pod := &corev1.Pod{}
 	err := s.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: name}, pod)
@@ -73,6 +78,14 @@ func (s *podStub) readyPod(ctx context.Context, d *appsv1.Deployment, name strin
 	}
 	if pod.Status.Phase == corev1.PodRunning {
 		return nil
+	}
+	if s.echo != nil && serves(pod) {
+		p, err := s.echo.start(pod)
+		if err != nil {
+			return err
+		}
+		pod.Status.PodIP = p.ip.String()
+		pod.Status.PodIPs = []corev1.PodIP{{IP: pod.Status.PodIP}}
 	}
 	now := metav1.Now()
 	pod.Status.Phase = corev1.PodRunning

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -61,18 +60,7 @@ func startTraefik(t *testing.T, backends ...string) (env *devenv.Env, dp *datapl
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := dp.Running(); err != nil {
-			t.Errorf("Traefik did not run to the end of the test: %v", err)
-		}
-		if err := dp.Stop(); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			access, _ := os.ReadFile(dp.AccessLogPath)
-			t.Logf("Traefik's log:\n%s\nIts access log:\n%s", dp.Log(), access)
-		}
-	})
+	testenv.StopDataPlaneAtCleanup(t, dp)
 	t.Logf("Traefik %s serves class %s on 127.0.0.1:%d (HTTP) and 127.0.0.1:%d (HTTPS)", traefik, dp.GatewayClass, dp.HTTPPort, dp.HTTPSPort)
 	return env, dp, audit
 }
