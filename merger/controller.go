@@ -119,8 +119,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	// Last, so that a refused count holds back no status or grant.
-	if r.ListenerSetControllers.Len() > 0 && gatewayRefused == nil && w.note(r.finishListenerSets(ctx, req.NamespacedName, in.Gateway, mode, res)) {
-		return ctrl.Result{RequeueAfter: fenceRetry}, nil
+	var recount time.Duration
+	if r.ListenerSetControllers.Len() > 0 && gatewayRefused == nil {
+		next, err := r.finishListenerSets(ctx, req.NamespacedName, in.Gateway, mode, res)
+		if w.note(err) {
+			return ctrl.Result{RequeueAfter: fenceRetry}, nil
+		}
+		recount = next
 	}
 	var prune time.Duration
 	if in.Pool != nil && gatewayRefused == nil {
@@ -139,15 +144,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	case in.Gateway == nil && len(in.Sources) == 0, in.Head != nil && len(in.Sources) == 0:
 		return ctrl.Result{}, nil // gone, or a sibling, with nothing left to report
-	case prune > 0 && (r.Resync == 0 || prune < r.Resync):
-		return ctrl.Result{RequeueAfter: prune}, nil
-	case r.refusals.any(req.NamespacedName) && (r.Resync == 0 || refusalTTL < r.Resync):
-		return ctrl.Result{RequeueAfter: refusalTTL}, nil
 	}
-	if next := fold.NextRetry(res.Withdrawn, in.Now); next > 0 && (r.Resync == 0 || next < r.Resync) {
-		return ctrl.Result{RequeueAfter: next}, nil
+	var refusal time.Duration
+	if r.refusals.any(req.NamespacedName) {
+		refusal = refusalTTL
 	}
-	return ctrl.Result{RequeueAfter: r.Resync}, nil
+	return ctrl.Result{RequeueAfter: soonest(r.Resync, prune, refusal, recount, fold.NextRetry(res.Withdrawn, in.Now))}, nil
+}
+
+// soonest is the shortest of the positive waits, or resync when none is
+// shorter; a resync of 0 is none.
+func soonest(resync time.Duration, waits ...time.Duration) time.Duration {
+	next := resync
+	for _, w := range waits {
+		if w > 0 && (next == 0 || w < next) {
+			next = w
+		}
+	}
+	return next
 }
 
 // writes gathers what became of a reconcile's writes after the fold.

@@ -141,12 +141,16 @@ func (r *Reconciler) readListenerSets(ctx context.Context, key types.NamespacedN
 // finishListenerSets ends a fold of Gateway key: it keeps the Gateway's
 // status.attachedListenerSets when it folded its ListenerSets, and otherwise
 // takes back what gatefold wrote for them. ListenerSets whose parentRef names
-// no Gateway are taken back on every fold.
-func (r *Reconciler) finishListenerSets(ctx context.Context, key types.NamespacedName, gw *gwv1.Gateway, mode listenerSetMode, res fold.Result) error {
+// no Gateway are taken back on every fold. It returns when the count, dropped
+// by another writer, is due again.
+func (r *Reconciler) finishListenerSets(ctx context.Context, key types.NamespacedName, gw *gwv1.Gateway, mode listenerSetMode, res fold.Result) (time.Duration, error) {
 	errs := []error{r.takeBack(ctx, manager.NoGatewayParent, nil, setsNotFolded)}
+	var again time.Duration
 	switch {
 	case mode == setsFolded && gw.DeletionTimestamp.IsZero():
-		errs = append(errs, r.applyAttachedListenerSets(ctx, gw, attachedListenerSets(res)))
+		wait, err := r.applyAttachedListenerSets(ctx, gw, attachedListenerSets(res))
+		again = wait
+		errs = append(errs, err)
 	case mode == setsFolded:
 	default:
 		errs = append(errs, r.takeBack(ctx, key.String(), gw, mode))
@@ -154,7 +158,7 @@ func (r *Reconciler) finishListenerSets(ctx context.Context, key types.Namespace
 			errs = append(errs, r.releaseAttachedListenerSets(ctx, gw))
 		}
 	}
-	return errors.Join(errs...)
+	return again, errors.Join(errs...)
 }
 
 // takeBack takes back what gatefold wrote for the ListenerSets indexed under
@@ -195,9 +199,12 @@ func attachedListenerSets(res fold.Result) int32 {
 	return n
 }
 
-// attachedMemo remembers, by Gateway, the count gatefold last applied and
-// when, so that it is applied again only when it changes or after a resync
-// period, not after every write of an implementation that drops it.
+// attachedMemo remembers, by Gateway, the count gatefold last applied, when,
+// and how many times in a row it applied it again after another writer
+// dropped it. A dropped count is applied again after a backoff that starts at
+// attachedBackoff and doubles with each drop in a row, at most a resync
+// period: an implementation that writes its whole status after each of
+// gatefold's applies costs a few applies, not a loop.
 type attachedMemo struct {
 	mu   sync.Mutex
 	last map[types.NamespacedName]attached
@@ -206,17 +213,49 @@ type attachedMemo struct {
 type attached struct {
 	n  int32
 	at time.Time
+	// drops is how many times in a row n was found dropped and applied again.
+	drops int
 }
 
-// due says whether count n must be applied to gw now.
-func (m *attachedMemo) due(gw *gwv1.Gateway, n int32, now time.Time, resync time.Duration) bool {
+// attachedBackoff is the backoff of a count found dropped for the first time
+// in a row.
+const attachedBackoff = time.Second
+
+// backoff is how long a dropped count waits, from gatefold's last apply of
+// it, to be applied again after drops applies in a row: attachedBackoff
+// doubled drops times, at most resync when resync is set.
+func backoff(drops int, resync time.Duration) time.Duration {
+	d := attachedBackoff << min(drops, 20)
+	if resync > 0 {
+		return min(d, resync)
+	}
+	return d
+}
+
+// due says whether count n must be applied to gw now, and otherwise how long
+// until a count another writer dropped must be applied again (0: not at
+// all). A count found dropped twice its backoff or more after gatefold
+// applied it had stood: its backoff starts over.
+func (m *attachedMemo) due(gw *gwv1.Gateway, n int32, now time.Time, resync time.Duration) (bool, time.Duration) {
 	if ptr.Deref(gw.Status.AttachedListenerSets, 0) == n {
-		return false // upstream reads a missing count as 0
+		return false, 0 // upstream reads a missing count as 0
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	last, ok := m.last[client.ObjectKeyFromObject(gw)]
-	return !ok || last.n != n || (resync > 0 && now.Sub(last.at) >= resync)
+	key := client.ObjectKeyFromObject(gw)
+	last, ok := m.last[key]
+	if !ok || last.n != n {
+		return true, 0
+	}
+	since := now.Sub(last.at)
+	if since >= 2*backoff(last.drops, resync) {
+		last.drops = 0
+		m.last[key] = last
+	}
+	if wait := backoff(last.drops, resync) - since; wait > 0 {
+		return false, wait
+	}
+	return true, 0
 }
 
 func (m *attachedMemo) forget(gw types.NamespacedName) {
@@ -225,30 +264,45 @@ func (m *attachedMemo) forget(gw types.NamespacedName) {
 	delete(m.last, gw)
 }
 
-func (m *attachedMemo) applied(gw *gwv1.Gateway, n int32, now time.Time) {
+// applied records that count n was applied to gw at now, and returns how
+// many times in a row it was applied again after a drop.
+func (m *attachedMemo) applied(gw *gwv1.Gateway, n int32, now time.Time) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.last == nil {
 		m.last = map[types.NamespacedName]attached{}
 	}
-	m.last[client.ObjectKeyFromObject(gw)] = attached{n: n, at: now}
+	key := client.ObjectKeyFromObject(gw)
+	next := attached{n: n, at: now}
+	if last, ok := m.last[key]; ok && last.n == n {
+		next.drops = last.drops + 1
+	}
+	m.last[key] = next
+	return next.drops
 }
 
 // applyAttachedListenerSets server-side applies the Gateway's
 // status.attachedListenerSets under gatefold's field manager when it is due;
-// the implementation's own status fields stay its own.
-func (r *Reconciler) applyAttachedListenerSets(ctx context.Context, gw *gwv1.Gateway, n int32) error {
+// the implementation's own status fields stay its own. It returns when a
+// count another writer dropped is due again.
+func (r *Reconciler) applyAttachedListenerSets(ctx context.Context, gw *gwv1.Gateway, n int32) (time.Duration, error) {
 	now := time.Now()
-	if !r.attached.due(gw, n, now, r.Resync) {
+	switch due, wait := r.attached.due(gw, n, now, r.Resync); {
+	case wait > 0:
+		gatewayStatusApplies.WithLabelValues(resultDeferred).Inc()
+		log.FromContext(ctx).V(1).Info("Another writer dropped the Gateway's attached ListenerSets: applying them again after a backoff",
+			"gateway", klog.KObj(gw), "attachedListenerSets", n, "delay", wait)
+		return wait, nil
+	case !due:
 		gatewayStatusApplies.WithLabelValues(resultUnchanged).Inc()
-		return nil
+		return 0, nil
 	}
 	if err := r.applyGatewayStatus(ctx, gw, gwapply.GatewayStatus().WithAttachedListenerSets(n)); err != nil {
-		return err
+		return 0, err
 	}
-	r.attached.applied(gw, n, now)
-	log.FromContext(ctx).V(1).Info("Applied the Gateway's attached ListenerSets", "gateway", klog.KObj(gw), "attachedListenerSets", n)
-	return nil
+	drops := r.attached.applied(gw, n, now)
+	log.FromContext(ctx).V(1).Info("Applied the Gateway's attached ListenerSets", "gateway", klog.KObj(gw), "attachedListenerSets", n, "droppedInARow", drops)
+	return 0, nil
 }
 
 // releaseAttachedListenerSets gives up the count on a Gateway whose

@@ -14,6 +14,7 @@ const (
 	resultWritten   = "written"   // the object changed
 	resultNoop      = "noop"      // sent, and the API server found nothing to change
 	resultUnchanged = "unchanged" // not sent: nothing to change
+	resultDeferred  = "deferred"  // not sent yet: dropped by another writer, applied again after a backoff
 	resultConflict  = "conflict"  // refused: the Gateway changed since the fold read it
 	resultError     = "error"
 )
@@ -33,7 +34,7 @@ var (
 	}, []string{"result"})
 	gatewayStatusApplies = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatefold_merger_gateway_status_applies_total",
-		Help: "Server-side applies of a Gateway's status.attachedListenerSets, by result: written (set, or released when gatefold stops folding the Gateway's ListenerSets), unchanged (not sent: stored, or applied within a resync period and since dropped by another writer) or error",
+		Help: "Server-side applies of a Gateway's status.attachedListenerSets, by result: written (set, set again after another writer dropped it, or released when gatefold stops folding the Gateway's ListenerSets), unchanged (not sent: stored), deferred (not sent yet: dropped by another writer, applied again after a backoff that doubles with each drop in a row) or error",
 	}, []string{"result"})
 	grantWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gatefold_merger_reference_grant_writes_total",

@@ -25,18 +25,18 @@ const (
 // webhooks at a local port, and runs `gatefold manager` there as the
 // overlay's ServiceAccount (never as cluster-admin), folding the
 // ListenerSets of the classes of controller, logging into
-// logDir/gatefold.log, with args added to its own. It stops gatefold at the
-// end of the test, within the 30s a pod has after SIGTERM, and then fails it
-// for every request the API server refused gatefold. It returns the version
+// logDir/gatefold.log. It stops gatefold at the end of the test, within the
+// 30s a pod has after SIGTERM, and then fails it for every request the API
+// server refused gatefold. It returns the version
 // of the gatefold it runs: $GATEFOLD_BINARY (make conformance passes
 // bin/gatefold), or the working tree's.
-func startGatefold(t *testing.T, env *devenv.Env, logDir, controller string, args ...string) string {
+func startGatefold(t *testing.T, env *devenv.Env, logDir, controller string) string {
 	t.Helper()
 	bin := testenv.MustBuildGatefold(t)
 	testenv.MustStart(t, env, testenv.Gatefold{
 		Overlay: overlay, Apply: true, PointWebhooks: true, Binary: bin, Dir: logDir, StopGrace: 30 * time.Second,
 		Env:  []string{"POD_NAMESPACE=" + installNamespace},
-		Args: append([]string{"--cert-mode=self-signed", "--webhook-cert-hosts=127.0.0.1", "--leader-elect=false", "--listenerset-controllers=" + controller}, args...),
+		Args: []string{"--cert-mode=self-signed", "--webhook-cert-hosts=127.0.0.1", "--leader-elect=false", "--listenerset-controllers=" + controller},
 	})
 	waitCABundles(t, env.Client)
 	return gatefoldVersion(t, bin)

@@ -19,16 +19,6 @@ import (
 // traefikClassName is the GatewayClass of the run with Traefik.
 const traefikClassName = "gatefold-conformance-traefik"
 
-// resyncPeriod is gatefold's --merger-resync-period in the run with
-// Traefik. Traefik v3.6.12 writes a Gateway's whole status
-// (pkg/provider/kubernetes/gateway/client.go:480-484), so its write for the
-// generation a fold made drops the status.attachedListenerSets gatefold
-// applied just before; gatefold applies a dropped count again only at its
-// next resync (attachedMemo). With the default 10 minutes, the tests that
-// want a count above 0 fail whenever Traefik's write lands after gatefold's
-// (docs/conformance/README.md shows the audit log of one).
-const resyncPeriod = "5s"
-
 // TestListenerSetConformanceTraefik runs the upstream suite's ListenerSet
 // tests, unmodified, with Traefik (bin/traefik) as the implementation of
 // their class, carrying the traffic: gatefold installed from
@@ -71,12 +61,12 @@ func TestListenerSetConformanceTraefik(t *testing.T) {
 	startStubs(t, env, logDir,
 		&podStub{namespaces: suiteNamespaces, echo: echo},
 		&endpointStub{namespaces: suiteNamespaces, echo: echo})
-	version := startGatefold(t, env, logDir, dataplane.ControllerName, "--merger-resync-period="+resyncPeriod)
+	version := startGatefold(t, env, logDir, dataplane.ControllerName)
 	traefikVersion := startTraefik(t, env, traefik, logDir)
 	t.Logf("gatefold %s, Traefik %s and the stubs log into %s", version, traefikVersion, logDir)
 	runSuite(t, env, root, version, suiteRun{
 		class:          traefikClassName,
-		implementation: "Traefik " + traefikVersion + " carrying the traffic, and --merger-resync-period=" + resyncPeriod,
+		implementation: "Traefik " + traefikVersion + " carrying the traffic",
 		reportPath:     "docs/conformance/traefik-listenerset-report.yaml",
 		resultsPath:    "docs/conformance/traefik-listenerset-results.md",
 		dataPlane:      reachBackends,

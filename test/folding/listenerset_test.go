@@ -67,7 +67,12 @@ func wantListenerSet(t *testing.T, ls *gwv1.ListenerSet, typ string, status meta
 
 func wantAttachedListenerSets(t *testing.T, gw *gwv1.Gateway, want int32) {
 	t.Helper()
-	testenv.Eventually(t, settle, func() error {
+	wantAttachedListenerSetsWithin(t, gw, want, settle)
+}
+
+func wantAttachedListenerSetsWithin(t *testing.T, gw *gwv1.Gateway, want int32, timeout time.Duration) {
+	t.Helper()
+	testenv.Eventually(t, timeout, func() error {
 		got := &gwv1.Gateway{}
 		get(t, client.ObjectKeyFromObject(gw), got)
 		if n := got.Status.AttachedListenerSets; n == nil || *n != want {
@@ -328,4 +333,67 @@ func TestListenerSetsOfANativeClassAreLeftAlone(t *testing.T) {
 		}
 		return nil
 	}})
+}
+
+// dropAttachedListenerSets writes the Gateway's whole status without
+// status.attachedListenerSets, as Traefik v3.6 does (its status built from
+// Gateway API v1.4 types, then an update of the status subresource), when it
+// has one, and says whether it had.
+func dropAttachedListenerSets(key client.ObjectKey) (bool, error) {
+	gw := &gwv1.Gateway{}
+	if err := env.Client.Get(ctx, key, gw); err != nil || gw.Status.AttachedListenerSets == nil {
+		return false, err
+	}
+	gw.Status.AttachedListenerSets = nil
+	return true, env.Client.Status().Update(ctx, gw)
+}
+
+// statusWrites counts the merger's writes of the Gateway's status between
+// from and to.
+func statusWrites(t *testing.T, key client.ObjectKey, from, to time.Time) int {
+	t.Helper()
+	return mergerWritesOf(t, func(e testenv.AuditEvent) bool {
+		o := e.ObjectRef
+		return o.Resource == "gateways" && o.Subresource == "status" && o.Namespace == key.Namespace && o.Name == key.Name &&
+			!e.StageTimestamp.Before(from) && !e.StageTimestamp.After(to)
+	})
+}
+
+// An implementation that writes the Gateway's whole status drops the count
+// gatefold applied: gatefold applies it again within seconds, however long
+// its resync period (a minute here, ten by default).
+func TestAttachedListenerSetsDroppedByAnotherWriterComeBack(t *testing.T) {
+	_, gw, _, _ := foldedListenerSet(t)
+	if dropped, err := dropAttachedListenerSets(client.ObjectKeyFromObject(gw)); err != nil || !dropped {
+		t.Fatalf("Dropping the Gateway's status.attachedListenerSets: dropped %v, %v", dropped, err)
+	}
+	wantAttachedListenerSetsWithin(t, gw, 1, 5*time.Second)
+}
+
+// An implementation that drops the count at each of its status writes, and
+// writes again after each of gatefold's, costs a few applies of the count,
+// their backoff doubling (1, 2, 4, 8 s), not one per its writes; once it
+// stops, the count comes back.
+func TestAttachedListenerSetsFoughtOverCostAFewWrites(t *testing.T) {
+	_, gw, _, _ := foldedListenerSet(t)
+	key := client.ObjectKeyFromObject(gw)
+	const window, most = 20 * time.Second, 6
+	start := time.Now()
+	drops := 0
+	for time.Since(start) < window {
+		switch dropped, err := dropAttachedListenerSets(key); {
+		case apierrors.IsConflict(err):
+		case err != nil:
+			t.Fatal(err)
+		case dropped:
+			drops++
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	writes := statusWrites(t, key, start, time.Now())
+	t.Logf("In %v the other writer dropped the count %d times; gatefold applied it %d times", window, drops, writes)
+	if writes < 2 || writes > most {
+		t.Errorf("gatefold applied the count %d times in %v against a writer dropping it after each, want 2 to %d", writes, window, most)
+	}
+	wantAttachedListenerSets(t, gw, 1)
 }

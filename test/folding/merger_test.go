@@ -480,9 +480,15 @@ func diffErr(want, got any) error {
 }
 
 // mergerWrites counts the merger's writes of Gateways, ReferenceGrants and
-// ListenerFragments in the namespaces, as the API server's audit log has
-// them: sent, whether or not they changed anything.
+// ListenerFragments in the namespaces.
 func mergerWrites(t *testing.T, namespaces ...string) int {
+	t.Helper()
+	return mergerWritesOf(t, func(e testenv.AuditEvent) bool { return slices.Contains(namespaces, e.ObjectRef.Namespace) })
+}
+
+// mergerWritesOf counts the merger's writes that match, as the API server's
+// audit log has them: sent, whether or not they changed anything.
+func mergerWritesOf(t *testing.T, match func(testenv.AuditEvent) bool) int {
 	t.Helper()
 	events, err := testenv.ReadAuditLog(auditLog)
 	if err != nil {
@@ -490,7 +496,7 @@ func mergerWrites(t *testing.T, namespaces ...string) int {
 	}
 	n := 0
 	for _, e := range events {
-		if e.UserAgent == mergerAgent && slices.Contains(namespaces, e.ObjectRef.Namespace) {
+		if e.UserAgent == mergerAgent && match(e) {
 			n++
 		}
 	}
