@@ -204,37 +204,47 @@ func TestTraefikServesWhatGatefoldFolds(t *testing.T) {
 	p.stillServed("HTTP", "deals.example.com", "/", "deals", nil)
 	p.stillServed("HTTP", "own.example.com", "/", "own", nil)
 
-	final := &gwv1.Gateway{}
-	get(t, c, client.ObjectKeyFromObject(gw), final)
-	t.Logf("The Gateway's status.attachedListenerSets at the end: %v (gatefold applies it; Traefik writes the whole status with Gateway API v1.4 types, which lack the field)",
-		ptrString(final.Status.AttachedListenerSets))
-	logStatusWriters(t, audit, gw)
+	// Traefik writes the whole status with Gateway API v1.4 types, which lack
+	// status.attachedListenerSets: gatefold applies it again after each drop.
+	testenv.Eventually(t, servedWithin, func() error {
+		final := &gwv1.Gateway{}
+		get(t, c, client.ObjectKeyFromObject(gw), final)
+		if n := ptr.Deref(final.Status.AttachedListenerSets, 0); n != 1 {
+			return fmt.Errorf("the Gateway's status.attachedListenerSets is %d, want 1 (ListenerSet shop/deals)", n)
+		}
+		return nil
+	})
+	checkStatusWriters(t, audit, gw)
 }
 
-// logStatusWriters logs who wrote the Gateway's status, from the audit log:
-// gatefold (attachedListenerSets) and Traefik (the rest) share it.
-func logStatusWriters(t *testing.T, audit string, gw *gwv1.Gateway) {
+// checkStatusWriters logs who wrote the Gateway's status, from the audit
+// log: gatefold (attachedListenerSets) and Traefik (the rest) share it.
+// gatefold writes the count once, and again at most once per Traefik write
+// that dropped it.
+func checkStatusWriters(t *testing.T, audit string, gw *gwv1.Gateway) {
 	t.Helper()
 	events, err := testenv.ReadAuditLog(audit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	writes, gatefold := map[string]int{}, 0
+	writes, gatefold, others := map[string]int{}, 0, 0
 	for _, e := range events {
 		if e.ObjectRef.Resource != "gateways" || e.ObjectRef.Subresource != "status" || e.ObjectRef.Name != gw.Name || e.Verb == "get" {
 			continue
 		}
 		agent, _, _ := strings.Cut(e.UserAgent, " ")
 		writes[fmt.Sprintf("%s %s %d", agent, e.Verb, e.ResponseStatus.Code)]++
-		if strings.HasPrefix(agent, "gatefold/") && e.ResponseStatus.Code < 300 {
+		switch {
+		case e.ResponseStatus.Code >= 300:
+		case strings.HasPrefix(agent, "gatefold/"):
 			gatefold++
+		default:
+			others++
 		}
 	}
 	t.Logf("Writes of Gateway %s/%s status by user agent, verb and code: %v", gw.Namespace, gw.Name, writes)
-	// The count changed once (0 to 1): gatefold does not write it again
-	// after each of Traefik's writes, which drop it.
-	if gatefold < 1 || gatefold > 2 {
-		t.Errorf("gatefold wrote the Gateway's status %d times, want once or twice (attachedListenerSets set once, perhaps retried)", gatefold)
+	if gatefold < 1 || gatefold > others+1 {
+		t.Errorf("gatefold wrote the Gateway's status %d times against %d writes by Traefik, want 1 to %d (once, then once per drop)", gatefold, others, others+1)
 	}
 }
 
