@@ -52,12 +52,11 @@ var passing = []string{
 	"ListenerSetReferenceGrant",
 }
 
-// skipped are the suite's ListenerSet tests the run skips, with what each
-// needs: they attach routes to a ListenerSet and send requests through the
-// Gateway, but the stub serves no traffic and writes no route status, and a
-// route cannot name a ListenerSet as its parent yet
+// skipped are the suite's ListenerSet tests the stub run skips, with what
+// each needs: they attach routes to a ListenerSet and send requests through
+// the Gateway, but the stub serves no traffic and writes no route status
 // (docs/conformance/README.md says what each would need). The suite never
-// runs them; a test that is made to pass moves to passing.
+// runs them there.
 var skipped = map[string]string{
 	"ListenerSetAllowedRoutesNamespaces":          "HTTPRoutes attached to ListenerSets: route status and requests",
 	"ListenerSetDualParentRefIndependence":        "an HTTPRoute with Gateway and ListenerSet parentRefs: route status and requests",
@@ -65,6 +64,20 @@ var skipped = map[string]string{
 	"ListenerSetHTTPRouting":                      "HTTPRoutes attached to ListenerSets and the Gateway: route status, attachedRoutes and requests",
 	"ListenerSetRouteStatusScopedToParentRef":     "HTTPRoutes' status.parents per parentRef and attachedRoutes",
 }
+
+// failsToday are the suite's ListenerSet tests the Traefik run expects to
+// fail, with why. They run in a child process (runExpectedFailures), and
+// the run fails when one of them passes: the change that makes it pass
+// moves it to passing, and from then on the run requires it.
+var failsToday = map[string]string{
+	"ListenerSetAllowedRoutesNamespaces":          routesCannotNameListenerSets,
+	"ListenerSetDualParentRefIndependence":        routesCannotNameListenerSets,
+	"ListenerSetGatewayParentSectionNameNotFound": routesCannotNameListenerSets,
+	"ListenerSetHTTPRouting":                      routesCannotNameListenerSets,
+	"ListenerSetRouteStatusScopedToParentRef":     routesCannotNameListenerSets,
+}
+
+const routesCannotNameListenerSets = "routes cannot name a ListenerSet yet (issue 23)"
 
 // supportedFeatures are what gatefold and the stub together claim for the
 // ListenerSet tests: ListenerSet from gatefold, the rest from the stub. The
@@ -86,7 +99,7 @@ var suiteNamespaces = map[string]bool{
 }
 
 // suiteRun is one run of the suite: the class it runs on, what serves it,
-// where its results go and what it expects beyond passing and skipped.
+// where its results go and what it expects of the tests not in passing.
 type suiteRun struct {
 	// class is the GatewayClass the suite runs on.
 	class string
@@ -98,6 +111,13 @@ type suiteRun struct {
 	// dataPlane, when set, runs between the suite's Setup and its tests and
 	// fails the run unless requests reach the suite's backends.
 	dataPlane func(*testing.T, *suite.ConformanceTestSuite)
+	// skipped are the tests the run skips, and failing those it expects to
+	// fail, each with why; passing and these two name every ListenerSet
+	// test once.
+	skipped, failing map[string]string
+	// failingLog, relative to the repository, receives the output of the
+	// child process that runs failing.
+	failingLog string
 }
 
 // stubRun judges gatefold's own verdicts: the stub implementation writes
@@ -107,6 +127,7 @@ var stubRun = suiteRun{
 	implementation: "the stub Gateway implementation (status only, no traffic)",
 	reportPath:     "docs/conformance/gatefold-listenerset-report.yaml",
 	resultsPath:    "docs/conformance/gatefold-listenerset-results.md",
+	skipped:        skipped,
 }
 
 // TestListenerSetConformance runs the upstream suite's ListenerSet tests,
@@ -224,85 +245,54 @@ func timeouts() config.TimeoutConfig {
 }
 
 // outcome is one test's result in the run: pass, FAIL, skip (with why)
-// or not run.
+// or not run, and for a test that failed in the child process its first
+// failing assertion.
 type outcome struct {
 	name, description, result, why string
+	failure                        []string
 }
 
 // runSuite runs the suite's ListenerSet tests on r's class as the
-// administrator, a user of the cluster, and writes upstream's report and a
-// table of each test's result into docs/conformance.
+// administrator, a user of the cluster, then r's expected failures in a
+// child process, and writes upstream's report and a table of each test's
+// result into docs/conformance.
 func runSuite(t *testing.T, env *devenv.Env, root, version string, r suiteRun) {
 	lsTests := listenerSetTests()
-	want, err := expectations(lsTests)
+	want, err := expectations(lsTests, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var skipTests []string
-	for name := range skipped {
-		skipTests = append(skipTests, name)
-	}
-
-	scheme := suiteScheme()
-	cfg := rest.CopyConfig(env.Config) // the suite sets its user agent per test
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The expected failures run in the child, not here: one that fails
+	// here would fail the whole test.
+	skipTests := slices.Concat(slices.Collect(maps.Keys(r.skipped)), slices.Collect(maps.Keys(r.failing)))
 
 	var mu sync.Mutex
 	outcomes := map[string]outcome{}
-	cSuite, err := suite.NewConformanceTestSuite(suite.ConformanceOptions{
-		ConfigurableOptions: suite.ConfigurableOptions{
-			GatewayClassName:     r.class,
-			CleanupBaseResources: true,
-			CleanupTestResources: true,
-			// One at a time: each test's readiness check waits for every
-			// Gateway in the namespace, so in parallel the tests leave it
-			// together, just as gatefold folds another test's Gateway, and
-			// GatewayMustHaveCondition, which fails at once on a condition
-			// older than the Gateway's generation, can read that Gateway
-			// between gatefold's write and the implementation's status
-			// (docs/conformance/README.md).
-			DisableParallelTests: true,
-			TimeoutConfig:        timeouts(),
-			SupportedFeatures:    supportedFeatures,
-			SkipTests:            skipTests,
-			Mode:                 "default",
-			ConformanceProfiles:  []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName, suite.GatewayTLSConformanceProfileName},
-			Implementation: confv1.Implementation{
-				Organization: "gatefold",
-				Project:      "gatefold",
-				URL:          "https://github.com/gatefold/gatefold",
-				Version:      version,
-				Contact:      []string{"https://github.com/gatefold/gatefold/issues"},
-			},
+	cSuite := newSuite(t, env.Config, suite.ConfigurableOptions{
+		GatewayClassName:     r.class,
+		CleanupBaseResources: true,
+		TimeoutConfig:        timeouts(),
+		SkipTests:            skipTests,
+		ConformanceProfiles:  []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName, suite.GatewayTLSConformanceProfileName},
+		Implementation: confv1.Implementation{
+			Organization: "gatefold",
+			Project:      "gatefold",
+			URL:          "https://github.com/gatefold/gatefold",
+			Version:      version,
+			Contact:      []string{"https://github.com/gatefold/gatefold/issues"},
 		},
-		Client:        c,
-		ClientOptions: client.Options{Scheme: scheme},
-		Clientset:     cs,
-		RestConfig:    cfg,
-		ManifestFS:    []fs.FS{&conformance.Manifests},
-		Hook: func(st *testing.T, ct suite.ConformanceTest, s *suite.ConformanceTestSuite) {
-			o := outcome{name: ct.ShortName, description: ct.Description, result: "pass"}
-			switch {
-			case st.Failed():
-				o.result = "FAIL"
-			case st.Skipped():
-				o.result, o.why = "skip", skipReason(ct, s)
-			}
-			mu.Lock()
-			outcomes[ct.ShortName] = o
-			mu.Unlock()
-		},
+	}, func(st *testing.T, ct suite.ConformanceTest, s *suite.ConformanceTestSuite) {
+		o := outcome{name: ct.ShortName, description: ct.Description, result: "pass"}
+		switch {
+		case st.Failed():
+			o.result = "FAIL"
+		case st.Skipped():
+			o.result, o.why = "skip", skipReason(ct, s, r.skipped)
+		}
+		mu.Lock()
+		outcomes[ct.ShortName] = o
+		mu.Unlock()
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// The suite reports only once Run's clean-up has marked it stopped:
 	// report in a clean-up registered before Run's, which runs after it,
@@ -316,8 +306,8 @@ func runSuite(t *testing.T, env *devenv.Env, root, version string, r suiteRun) {
 		writeReport(t, filepath.Join(root, r.reportPath), report)
 		mu.Lock()
 		defer mu.Unlock()
-		writeResults(t, filepath.Join(root, r.resultsPath), version, r.implementation, lsTests, want, outcomes)
-		checkOutcomes(t, lsTests, want, outcomes)
+		writeResults(t, filepath.Join(root, r.resultsPath), version, r, lsTests, want, outcomes)
+		checkOutcomes(t, lsTests, want, outcomes, r)
 	})
 	cSuite.Setup(t, lsTests)
 	if r.dataPlane != nil && !t.Run("DataPlane", func(t *testing.T) { r.dataPlane(t, cSuite) }) {
@@ -326,6 +316,53 @@ func runSuite(t *testing.T, env *devenv.Env, root, version string, r suiteRun) {
 	if err := cSuite.Run(t, lsTests); err != nil {
 		t.Fatal(err)
 	}
+	if len(r.failing) > 0 {
+		judged := runExpectedFailures(t, env, root, r, lsTests)
+		mu.Lock()
+		maps.Copy(outcomes, judged)
+		mu.Unlock()
+	}
+}
+
+// newSuite is upstream's suite on the cluster of cfg, as its administrator,
+// with opts and what every run of the harness shares: gatefold's supported
+// features, test resources cleaned up and one test at a time. hook gets
+// each test's outcome.
+func newSuite(t *testing.T, cfg *rest.Config, opts suite.ConfigurableOptions, hook func(*testing.T, suite.ConformanceTest, *suite.ConformanceTestSuite)) *suite.ConformanceTestSuite {
+	t.Helper()
+	scheme := suiteScheme()
+	cfg = rest.CopyConfig(cfg) // the suite sets its user agent per test
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.CleanupTestResources = true
+	// One at a time: each test's readiness check waits for every Gateway in
+	// the namespace, so in parallel the tests leave it together, just as
+	// gatefold folds another test's Gateway, and GatewayMustHaveCondition,
+	// which fails at once on a condition older than the Gateway's
+	// generation, can read that Gateway between gatefold's write and the
+	// implementation's status (docs/conformance/README.md).
+	opts.DisableParallelTests = true
+	opts.SupportedFeatures = supportedFeatures
+	opts.Mode = "default"
+	s, err := suite.NewConformanceTestSuite(suite.ConformanceOptions{
+		ConfigurableOptions: opts,
+		Client:              c,
+		ClientOptions:       client.Options{Scheme: scheme},
+		Clientset:           cs,
+		RestConfig:          cfg,
+		ManifestFS:          []fs.FS{&conformance.Manifests},
+		Hook:                hook,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // listenerSetTests are the suite's tests for ListenerSet.
@@ -340,22 +377,24 @@ func listenerSetTests() []suite.ConformanceTest {
 }
 
 // expectations maps each ListenerSet test of the suite to its expected
-// result, pass or skip, and fails unless passing and skipped name every
-// one of them, once, and nothing else.
-func expectations(lsTests []suite.ConformanceTest) (map[string]string, error) {
+// result in r, pass, skip or FAIL, and fails unless passing, r.skipped and
+// r.failing name every one of them, once, and nothing else.
+func expectations(lsTests []suite.ConformanceTest, r suiteRun) (map[string]string, error) {
 	want := map[string]string{}
 	for _, name := range passing {
 		want[name] = "pass"
 	}
-	for name := range skipped {
-		if _, ok := want[name]; ok {
-			return nil, fmt.Errorf("%s is in both passing and skipped: keep it in one", name)
+	for result, names := range map[string]map[string]string{"skip": r.skipped, "FAIL": r.failing} {
+		for name := range names {
+			if _, ok := want[name]; ok {
+				return nil, fmt.Errorf("%s is expected twice (passing, skipped, failing): keep it in one", name)
+			}
+			want[name] = result
 		}
-		want[name] = "skip"
 	}
 	for _, ct := range lsTests {
 		if _, ok := want[ct.ShortName]; !ok {
-			return nil, fmt.Errorf("the suite's ListenerSet test %s is in neither passing nor skipped: add it to one", ct.ShortName)
+			return nil, fmt.Errorf("the suite's ListenerSet test %s is in none of passing, skipped and failing: add it to one", ct.ShortName)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(want)) {
@@ -368,8 +407,8 @@ func expectations(lsTests []suite.ConformanceTest) (map[string]string, error) {
 
 // skipReason says why the suite skipped ct, as the suite decides it: a
 // feature the test needs that the suite was not told is supported, or
-// the harness's skipped list.
-func skipReason(ct suite.ConformanceTest, s *suite.ConformanceTestSuite) string {
+// the run's skipped list.
+func skipReason(ct suite.ConformanceTest, s *suite.ConformanceTestSuite, skipped map[string]string) string {
 	var missing []string
 	for _, f := range ct.Features {
 		if !s.SupportedFeatures.Has(f) {
@@ -396,11 +435,15 @@ func resultOf(ct suite.ConformanceTest, outcomes map[string]outcome) outcome {
 
 // checkOutcomes fails the test for every ListenerSet test whose result is
 // not the one want expects, naming the test, its result and, for a skip,
-// why.
-func checkOutcomes(t *testing.T, lsTests []suite.ConformanceTest, want map[string]string, outcomes map[string]outcome) {
+// why; an expected failure of r that passes says to move it to passing.
+func checkOutcomes(t *testing.T, lsTests []suite.ConformanceTest, want map[string]string, outcomes map[string]outcome, r suiteRun) {
 	for _, ct := range lsTests {
 		o := resultOf(ct, outcomes)
 		if o.result == want[ct.ShortName] {
+			continue
+		}
+		if why, ok := r.failing[ct.ShortName]; ok && o.result == "pass" {
+			t.Errorf("ListenerSet conformance test %s passes now, and it is expected to fail (%s): move it from failsToday to passing", ct.ShortName, why)
 			continue
 		}
 		got := o.result
@@ -425,12 +468,13 @@ func writeReport(t *testing.T, path string, report *confv1.ConformanceReport) {
 }
 
 // writeResults prints and writes to path a table of every ListenerSet
-// test's result and the expected one, which upstream's report only counts.
-func writeResults(t *testing.T, path, version, implementation string, lsTests []suite.ConformanceTest, want map[string]string, outcomes map[string]outcome) {
+// test's result and the expected one, which upstream's report only counts,
+// and the first failing assertion of each expected failure.
+func writeResults(t *testing.T, path, version string, r suiteRun, lsTests []suite.ConformanceTest, want map[string]string, outcomes map[string]outcome) {
 	var b strings.Builder
 	b.WriteString("<!-- Written by `make conformance` (test/conformance); do not edit. -->\n")
 	b.WriteString("# gatefold: Gateway API v1.6.3 ListenerSet conformance, per test\n\n")
-	fmt.Fprintf(&b, "gatefold %s, installed from config/%s, with %s; see [README.md](README.md).\n\n", version, overlay, implementation)
+	fmt.Fprintf(&b, "gatefold %s, installed from config/%s, with %s; see [README.md](README.md).\n\n", version, overlay, r.implementation)
 	b.WriteString("| Test | Result | Expected | What it checks |\n|---|---|---|---|\n")
 	counts := map[string]int{}
 	var unexpected []string
@@ -439,6 +483,9 @@ func writeResults(t *testing.T, path, version, implementation string, lsTests []
 		desc := o.description
 		if o.why != "" {
 			desc += " (skipped: " + o.why + ")"
+		}
+		if why, ok := r.failing[ct.ShortName]; ok {
+			desc += " (expected to fail: " + why + ")"
 		}
 		counts[o.result]++
 		if o.result != want[ct.ShortName] {
@@ -455,9 +502,28 @@ func writeResults(t *testing.T, path, version, implementation string, lsTests []
 	} else {
 		fmt.Fprintf(&b, "; not as expected: %s.\n", strings.Join(unexpected, ", "))
 	}
+	writeFailures(&b, lsTests, r, outcomes)
 	t.Logf("ListenerSet conformance:\n%s", b.String())
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Errorf("Writing the results: %v", err)
+	}
+}
+
+// writeFailures writes, for each of r's expected failures that failed, the
+// first assertion that failed, as the test printed it: the baseline a
+// change is measured against.
+func writeFailures(b *strings.Builder, lsTests []suite.ConformanceTest, r suiteRun, outcomes map[string]outcome) {
+	if len(r.failing) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## Expected failures: the first assertion that fails\n\n")
+	fmt.Fprintf(b, "Run in a child process, with every timeout at most %s; its output is `%s`.\n", failingTimeoutCap, r.failingLog)
+	for _, ct := range lsTests {
+		o := resultOf(ct, outcomes)
+		if _, ok := r.failing[ct.ShortName]; !ok || o.result != "FAIL" {
+			continue
+		}
+		fmt.Fprintf(b, "\n### %s\n\n```\n%s\n```\n", ct.ShortName, strings.Join(o.failure, "\n"))
 	}
 }
 

@@ -1,12 +1,17 @@
 package conformance
 
 import (
+	"io/fs"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/gateway-api/conformance"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
 	"sigs.k8s.io/gateway-api/pkg/features"
+	"sigs.k8s.io/yaml"
 )
 
 func TestExpectations(t *testing.T) {
@@ -21,14 +26,14 @@ func TestExpectations(t *testing.T) {
 			change: func(ts []suite.ConformanceTest) []suite.ConformanceTest {
 				return append(ts, suite.ConformanceTest{ShortName: "ListenerSetNew"})
 			},
-			wantErr: "the suite's ListenerSet test ListenerSetNew is in neither passing nor skipped: add it to one",
+			wantErr: "the suite's ListenerSet test ListenerSetNew is in none of passing, skipped and failing: add it to one",
 		},
 		"a test the suite renamed": {
 			change: func(ts []suite.ConformanceTest) []suite.ConformanceTest {
 				ts[0].ShortName += "Renamed"
 				return ts
 			},
-			wantErr: "is in neither passing nor skipped",
+			wantErr: "is in none of passing, skipped and failing",
 		},
 		"a test the suite removed": {
 			change: func(ts []suite.ConformanceTest) []suite.ConformanceTest {
@@ -37,23 +42,33 @@ func TestExpectations(t *testing.T) {
 			wantErr: "is not among the suite's ListenerSet tests: remove it or rename it",
 		},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			want, err := expectations(tc.change(listenerSetTests()))
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("expectations: %v", err)
+	for runName, r := range map[string]suiteRun{"stub": stubRun, "traefik": traefikRun} {
+		for name, tc := range cases {
+			t.Run(runName+": "+name, func(t *testing.T) {
+				want, err := expectations(tc.change(listenerSetTests()), r)
+				if tc.wantErr == "" {
+					if err != nil {
+						t.Fatalf("expectations: %v", err)
+					}
+					if got, n := len(want), len(passing)+len(r.skipped)+len(r.failing); got != n {
+						t.Errorf("expectations has %d tests, want %d", got, n)
+					}
+					return
 				}
-				if got := len(want); got != len(passing)+len(skipped) {
-					t.Errorf("expectations has %d tests, want %d", got, len(passing)+len(skipped))
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("expectations: error %v, want one containing %q", err, tc.wantErr)
 				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("expectations: error %v, want one containing %q", err, tc.wantErr)
-			}
-		})
+			})
+		}
 	}
+	t.Run("a test both skipped and expected to fail", func(t *testing.T) {
+		r := traefikRun
+		r.skipped = map[string]string{"ListenerSetHTTPRouting": "x"}
+		_, err := expectations(listenerSetTests(), r)
+		if want := "ListenerSetHTTPRouting is expected twice"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("expectations: error %v, want one containing %q", err, want)
+		}
+	})
 }
 
 func TestSkipReason(t *testing.T) {
@@ -89,9 +104,120 @@ func TestSkipReason(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			s := &suite.ConformanceTestSuite{SupportedFeatures: sets.New(tc.supported...)}
-			if got := skipReason(tc.test, s); got != tc.want {
+			if got := skipReason(tc.test, s, skipped); got != tc.want {
 				t.Errorf("skipReason: %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// childOutput is the output of a child process of runExpectedFailures,
+// `go test -v`, cut short: a subtest's failure, one with a wait's last
+// line, a pass, and a failure not by testify.
+const childOutput = `=== RUN   TestListenerSetConformanceTraefik
+    suite.go:389: 2026-12-01T19:04:06.982802256Z: Test Setup: Ensuring GatewayClass has been accepted
+=== RUN   TestListenerSetConformanceTraefik/ListenerSetAllowedRoutesNamespaces
+    helpers.go:380: 2026-12-01T19:04:12.694400639Z: gateway gateway-conformance-infra/gw got 0 listeners, want 2
+=== RUN   TestListenerSetConformanceTraefik/ListenerSetAllowedRoutesNamespaces/Same-namespace_ListenerSet
+    listenerset-allowed-routes-namespaces.go:79: 
+        	Error Trace:	/root/go/pkg/mod/sigs.k8s.io/gateway-api/conformance@v1.6.3/utils/kubernetes/helpers.go:823
+        	            				/root/go/pkg/mod/sigs.k8s.io/gateway-api/conformance@v1.6.3/tests/listenerset-allowed-routes-namespaces.go:79
+        	Error:      	Received unexpected error:
+        	            	error fetching HTTPRoute: client rate limiter Wait returned an error: rate: Wait(n=1) would exceed context deadline
+        	Test:       	TestListenerSetConformanceTraefik/ListenerSetAllowedRoutesNamespaces/Same-namespace_ListenerSet
+        	Messages:   	error waiting for HTTPRoute to have parents matching expectations
+=== RUN   TestListenerSetConformanceTraefik/ListenerSetAllowedRoutesNamespaces/Cross-namespace_ListenerSet
+    listenerset-allowed-routes-namespaces.go:180: 
+        	Error Trace:	/root/go/pkg/mod/sigs.k8s.io/gateway-api/conformance@v1.6.3/tests/listenerset-allowed-routes-namespaces.go:180
+        	Error:      	Should be true
+        	Test:       	TestListenerSetConformanceTraefik/ListenerSetAllowedRoutesNamespaces/Cross-namespace_ListenerSet
+=== RUN   TestListenerSetConformanceTraefik/ListenerSetDualParentRefIndependence
+=== RUN   TestListenerSetConformanceTraefik/ListenerSetDualParentRefIndependence/One_of_two_parentRefs_is_Accepted
+    helpers.go:1110: 2026-12-01T19:04:45.000918129Z: Accepted was not in conditions list [[{Accepted False 1 2026-12-01 19:04:42 +0000 UTC NoMatchingParent }]]
+    listenerset-dual-parentref-independence.go:116: 
+        	Error Trace:	/root/go/pkg/mod/sigs.k8s.io/gateway-api/conformance@v1.6.3/utils/kubernetes/helpers.go:1121
+        	            				/root/go/pkg/mod/sigs.k8s.io/gateway-api/conformance@v1.6.3/tests/listenerset-dual-parentref-independence.go:116
+        	Error:      	Not equal:
+        	            	expected: 1
+        	            	actual  : 2
+        	Test:       	TestListenerSetConformanceTraefik/ListenerSetDualParentRefIndependence/One_of_two_parentRefs_is_Accepted
+        	Messages:   	error waiting for HTTPRoute status to have a Condition matching expectations
+=== RUN   TestListenerSetConformanceTraefik/ListenerSetHTTPRouting
+    helpers.go:12: 2026-12-01T19:04:45.000918129Z: routes never accepted
+=== RUN   TestListenerSetConformanceTraefik/ListenerSetRouteStatusScopedToParentRef
+--- FAIL: TestListenerSetConformanceTraefik (101.27s)
+    --- SKIP: TestListenerSetConformanceTraefik/ListenerSetAllowedNamespaceNone (0.00s)
+    --- FAIL: TestListenerSetConformanceTraefik/ListenerSetAllowedRoutesNamespaces (31.23s)
+        --- FAIL: TestListenerSetConformanceTraefik/ListenerSetAllowedRoutesNamespaces/Same-namespace_ListenerSet (14.80s)
+        --- FAIL: TestListenerSetConformanceTraefik/ListenerSetAllowedRoutesNamespaces/Cross-namespace_ListenerSet (15.00s)
+    --- FAIL: TestListenerSetConformanceTraefik/ListenerSetDualParentRefIndependence (17.35s)
+        --- FAIL: TestListenerSetConformanceTraefik/ListenerSetDualParentRefIndependence/One_of_two_parentRefs_is_Accepted (15.00s)
+    --- FAIL: TestListenerSetConformanceTraefik/ListenerSetHTTPRouting (16.61s)
+    --- PASS: TestListenerSetConformanceTraefik/ListenerSetRouteStatusScopedToParentRef (16.42s)
+FAIL
+`
+
+func TestParseChild(t *testing.T) {
+	tests := []string{
+		"ListenerSetAllowedRoutesNamespaces", "ListenerSetDualParentRefIndependence", "ListenerSetHTTPRouting",
+		"ListenerSetRouteStatusScopedToParentRef", "ListenerSetGatewayParentSectionNameNotFound",
+	}
+	got := parseChild(childOutput, tests)
+	want := map[string]childResult{
+		"ListenerSetAllowedRoutesNamespaces": {result: "FAIL", failure: []string{
+			"at listenerset-allowed-routes-namespaces.go:79",
+			"Error: Received unexpected error: the wait's deadline passed",
+			"Messages: error waiting for HTTPRoute to have parents matching expectations",
+		}},
+		"ListenerSetDualParentRefIndependence": {result: "FAIL", failure: []string{
+			"at listenerset-dual-parentref-independence.go:116",
+			"Error: Not equal:\n  expected: 1\n  actual  : 2",
+			"Messages: error waiting for HTTPRoute status to have a Condition matching expectations",
+			"Last logged before it: Accepted was not in conditions list [[{Accepted False 1  NoMatchingParent }]]",
+		}},
+		"ListenerSetHTTPRouting":                  {result: "FAIL", failure: []string{"(no testify assertion in the output: see the log)"}},
+		"ListenerSetRouteStatusScopedToParentRef": {result: "pass"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("parseChild:\n%#v\nwant\n%#v", got, want)
+	}
+}
+
+// TestListenersHaveEntryPoints checks that Traefik has an entryPoint, in
+// the run, for the port of every listener of the suite's ListenerSet tests:
+// Traefik serves a listener only on the entryPoint of its port.
+func TestListenersHaveEntryPoints(t *testing.T) {
+	entryPoints := []int32{traefikHTTPPort, traefikHTTPSPort}
+	for _, ct := range listenerSetTests() {
+		for _, path := range ct.Manifests {
+			b, err := fs.ReadFile(&conformance.Manifests, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for doc := range strings.SplitSeq(string(b), "\n---") {
+				var obj struct {
+					Kind     string
+					Metadata struct{ Name string }
+					Spec     struct {
+						Listeners []struct {
+							Name string
+							Port int32
+						}
+					}
+				}
+				if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+					t.Fatalf("%s: %v", path, err)
+				}
+				if obj.Kind != "Gateway" && obj.Kind != "ListenerSet" {
+					continue
+				}
+				for _, l := range obj.Spec.Listeners {
+					if !slices.Contains(entryPoints, l.Port) {
+						t.Errorf("%s: %s %s listener %s is on port %d, which has no entryPoint in the Traefik run (ports %v): add one",
+							ct.ShortName, obj.Kind, obj.Metadata.Name, l.Name, l.Port, entryPoints)
+					}
+				}
+			}
+		}
 	}
 }

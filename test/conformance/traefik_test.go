@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,14 @@ import (
 // traefikClassName is the GatewayClass of the run with Traefik.
 const traefikClassName = "gatefold-conformance-traefik"
 
+// The ports of Traefik's entryPoints in the run: every listener of the
+// suite's ListenerSet tests is on one of them
+// (TestListenersHaveEntryPoints).
+const (
+	traefikHTTPPort  = 80
+	traefikHTTPSPort = 443
+)
+
 // TestListenerSetConformanceTraefik runs the upstream suite's ListenerSet
 // tests, unmodified, with Traefik (bin/traefik) as the implementation of
 // their class, carrying the traffic: gatefold installed from
@@ -26,7 +35,15 @@ const traefikClassName = "gatefold-conformance-traefik"
 // serves the Gateways on gatewayAddress, ports 80 and 443, and upstream's
 // echo server serves the suite's backend Pods. All of it runs in a network
 // namespace of the test's own (runInNetNS), so nothing listens outside it.
+//
+// The tests of failsToday run after the others, in a child process of this
+// one (runExpectedFailures), on the same cluster: the run fails when one of
+// them passes.
 func TestListenerSetConformanceTraefik(t *testing.T) {
+	if spec := os.Getenv(expectedFailuresEnv); spec != "" {
+		runChild(t, spec)
+		return
+	}
 	traefik, err := dataplane.FindBinary("")
 	if errors.Is(err, dataplane.ErrNoBinary) {
 		t.Skipf("Skipping the run with Traefik: %v", err)
@@ -64,17 +81,23 @@ func TestListenerSetConformanceTraefik(t *testing.T) {
 	version := startGatefold(t, env, logDir, dataplane.ControllerName)
 	traefikVersion := startTraefik(t, env, traefik, logDir)
 	t.Logf("gatefold %s, Traefik %s and the stubs log into %s", version, traefikVersion, logDir)
-	runSuite(t, env, root, version, suiteRun{
-		class:          traefikClassName,
-		implementation: "Traefik " + traefikVersion + " carrying the traffic",
-		reportPath:     "docs/conformance/traefik-listenerset-report.yaml",
-		resultsPath:    "docs/conformance/traefik-listenerset-results.md",
-		dataPlane:      reachBackends,
-	})
+	r := traefikRun
+	r.implementation = "Traefik " + traefikVersion + " carrying the traffic"
+	runSuite(t, env, root, version, r)
+}
+
+// traefikRun judges gatefold with Traefik carrying the traffic.
+var traefikRun = suiteRun{
+	class:       traefikClassName,
+	reportPath:  "docs/conformance/traefik-listenerset-report.yaml",
+	resultsPath: "docs/conformance/traefik-listenerset-results.md",
+	failingLog:  "bin/conformance/traefik/expected-failures.log",
+	dataPlane:   reachBackends,
+	failing:     failsToday,
 }
 
 // startTraefik runs Traefik as the implementation of traefikClassName on
-// gatewayAddress, ports 80 and 443, with experimentalChannel, until the
+// gatewayAddress, traefikHTTPPort and traefikHTTPSPort, with experimentalChannel, until the
 // test ends, and returns its version.
 func startTraefik(t *testing.T, env *devenv.Env, binary, logDir string) string {
 	t.Helper()
@@ -84,7 +107,7 @@ func startTraefik(t *testing.T, env *devenv.Env, binary, logDir string) string {
 	}
 	dp, err := dataplane.Start(context.Background(), env.Client, dataplane.Options{
 		Binary: binary, Kubeconfig: kubeconfig, Dir: logDir,
-		HTTPPort: 80, HTTPSPort: 443, Address: gatewayAddress,
+		HTTPPort: traefikHTTPPort, HTTPSPort: traefikHTTPSPort, Address: gatewayAddress,
 		ExperimentalChannel: true,
 		GatewayClass:        traefikClassName,
 	})
