@@ -112,8 +112,9 @@ func TestSkipReason(t *testing.T) {
 }
 
 // childOutput is the output of a child process of runExpectedFailures,
-// `go test -v`, cut short: a subtest's failure, one with a wait's last
-// line, a pass, and a failure not by testify.
+// `go test -v`, cut short: a subtest's failure, one with what its wait saw
+// last, one after an earlier wait's line, a failure not by testify, and a
+// pass.
 const childOutput = `=== RUN   TestListenerSetConformanceTraefik
     suite.go:389: 2026-12-01T19:04:06.982802256Z: Test Setup: Ensuring GatewayClass has been accepted
 === RUN   TestListenerSetConformanceTraefik/ListenerSetAllowedRoutesNamespaces
@@ -142,6 +143,15 @@ const childOutput = `=== RUN   TestListenerSetConformanceTraefik
         	            	actual  : 2
         	Test:       	TestListenerSetConformanceTraefik/ListenerSetDualParentRefIndependence/One_of_two_parentRefs_is_Accepted
         	Messages:   	error waiting for HTTPRoute status to have a Condition matching expectations
+=== RUN   TestListenerSetConformanceTraefik/ListenerSetGatewayParentSectionNameNotFound
+    helpers.go:380: 2026-12-01T19:04:12.694400639Z: gateway gateway-conformance-infra/gw got 0 listeners, want 1
+    listenerset-gateway-parent-section-name-not-found.go:69: 
+        	Error Trace:	/root/go/pkg/mod/sigs.k8s.io/gateway-api/conformance@v1.6.3/utils/kubernetes/helpers.go:823
+        	            				/root/go/pkg/mod/sigs.k8s.io/gateway-api/conformance@v1.6.3/tests/listenerset-gateway-parent-section-name-not-found.go:69
+        	Error:      	Received unexpected error:
+        	            	error fetching HTTPRoute: context deadline exceeded
+        	Test:       	TestListenerSetConformanceTraefik/ListenerSetGatewayParentSectionNameNotFound
+        	Messages:   	error waiting for HTTPRoute to have parents matching expectations
 === RUN   TestListenerSetConformanceTraefik/ListenerSetHTTPRouting
     helpers.go:12: 2026-12-01T19:04:45.000918129Z: routes never accepted
 === RUN   TestListenerSetConformanceTraefik/ListenerSetRouteStatusScopedToParentRef
@@ -152,6 +162,7 @@ const childOutput = `=== RUN   TestListenerSetConformanceTraefik
         --- FAIL: TestListenerSetConformanceTraefik/ListenerSetAllowedRoutesNamespaces/Cross-namespace_ListenerSet (15.00s)
     --- FAIL: TestListenerSetConformanceTraefik/ListenerSetDualParentRefIndependence (17.35s)
         --- FAIL: TestListenerSetConformanceTraefik/ListenerSetDualParentRefIndependence/One_of_two_parentRefs_is_Accepted (15.00s)
+    --- FAIL: TestListenerSetConformanceTraefik/ListenerSetGatewayParentSectionNameNotFound (15.12s)
     --- FAIL: TestListenerSetConformanceTraefik/ListenerSetHTTPRouting (16.61s)
     --- PASS: TestListenerSetConformanceTraefik/ListenerSetRouteStatusScopedToParentRef (16.42s)
 FAIL
@@ -173,7 +184,12 @@ func TestParseChild(t *testing.T) {
 			"at listenerset-dual-parentref-independence.go:116",
 			"Error: Not equal:\n  expected: 1\n  actual  : 2",
 			"Messages: error waiting for HTTPRoute status to have a Condition matching expectations",
-			"Last logged before it: Accepted was not in conditions list [[{Accepted False 1  NoMatchingParent }]]",
+			"What the wait saw last: Accepted was not in conditions list [[{Accepted False 1  NoMatchingParent }]]",
+		}},
+		"ListenerSetGatewayParentSectionNameNotFound": {result: "FAIL", failure: []string{
+			"at listenerset-gateway-parent-section-name-not-found.go:69",
+			"Error: Received unexpected error: the wait's deadline passed",
+			"Messages: error waiting for HTTPRoute to have parents matching expectations",
 		}},
 		"ListenerSetHTTPRouting":                  {result: "FAIL", failure: []string{"(no testify assertion in the output: see the log)"}},
 		"ListenerSetRouteStatusScopedToParentRef": {result: "pass"},

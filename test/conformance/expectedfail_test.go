@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"slices"
 	"strings"
 	"testing"
@@ -164,7 +165,7 @@ var (
 	// testifyField starts a field of a testify failure, "Error:   \tvalue".
 	testifyField = regexp.MustCompile(`^ *\t(Error Trace|Error|Test|Messages):\s*(.*)$`)
 	// logLine is a line a test logged, "    file.go:12: text".
-	logLine = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: (.*)$`)
+	logLine = regexp.MustCompile(`^\s+([\w.-]+\.go:\d+): (.*)$`)
 	// times are the times upstream's tlog puts first in each line it logs
 	// (RFC 3339) and those of conditions it prints (time.Time's String).
 	times = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d): |\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4} \w+`)
@@ -216,7 +217,8 @@ func parseChild(out string, tests []string) map[string]childResult {
 
 // firstAssertion is the first testify failure in lines: where the test
 // made it, its Error and its Messages, and the last line its (sub)test
-// logged before it (what a wait saw last), without times. A wait that
+// logged before it when the wait that failed logged it (what it saw last),
+// without times. A wait that
 // timed out says so, as the error's wording depends on the request its
 // deadline cut.
 func firstAssertion(lines []childLine) []string {
@@ -253,11 +255,31 @@ func firstAssertion(lines []childLine) []string {
 		if l.test != lines[start].test {
 			break
 		}
-		if m := logLine.FindStringSubmatch(l.text); m != nil && strings.TrimSpace(m[1]) != "" {
-			return append(out, "Last logged before it: "+times.ReplaceAllString(m[1], ""))
+		if m := logLine.FindStringSubmatch(l.text); m != nil && strings.TrimSpace(m[2]) != "" {
+			if loggedBy(m[1], fields["Error Trace"]) {
+				out = append(out, "What the wait saw last: "+times.ReplaceAllString(m[2], ""))
+			}
+			break
 		}
 	}
 	return out
+}
+
+// loggedBy says whether a line logged at source (file.go:12) was logged by
+// the wait that trace's assertion ended: a line at most 40 lines above the
+// assertion's first frame, in its file.
+func loggedBy(source string, trace []string) bool {
+	if len(trace) == 0 {
+		return false
+	}
+	file, line, ok := strings.Cut(source, ":")
+	tFile, tLine, tok := strings.Cut(filepath.Base(trace[0]), ":")
+	if !ok || !tok || file != tFile {
+		return false
+	}
+	n, err1 := strconv.Atoi(line)
+	at, err2 := strconv.Atoi(tLine)
+	return err1 == nil && err2 == nil && n < at && at-n <= 40
 }
 
 // ownFrame is the frame of a testify trace in the test's own file
