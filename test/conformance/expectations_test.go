@@ -113,7 +113,7 @@ func TestSkipReason(t *testing.T) {
 
 // childOutput is the output of a child process of runExpectedFailures,
 // `go test -v`, cut short: a subtest's failure, one with what its wait saw
-// last, one after an earlier wait's line, a failure not by testify, and a
+// last, two after an earlier wait's line, a failure not by testify, and a
 // pass.
 const childOutput = `=== RUN   TestListenerSetConformanceTraefik
     suite.go:389: 2026-12-01T19:04:06.982802256Z: Test Setup: Ensuring GatewayClass has been accepted
@@ -153,8 +153,17 @@ const childOutput = `=== RUN   TestListenerSetConformanceTraefik
         	Test:       	TestListenerSetConformanceTraefik/ListenerSetGatewayParentSectionNameNotFound
         	Messages:   	error waiting for HTTPRoute to have parents matching expectations
 === RUN   TestListenerSetConformanceTraefik/ListenerSetHTTPRouting
-    helpers.go:12: 2026-12-01T19:04:45.000918129Z: routes never accepted
+    helpers.go:1030: 2026-12-01T19:04:45.000918129Z: Route gateway-conformance-infra/r Parents matched expectations
+    listenerset-http-routing.go:72: 
+        	Error Trace:	/root/go/pkg/mod/sigs.k8s.io/gateway-api/conformance@v1.6.3/utils/kubernetes/helpers.go:1040
+        	            				/root/go/pkg/mod/sigs.k8s.io/gateway-api/conformance@v1.6.3/tests/listenerset-http-routing.go:72
+        	Error:      	Received unexpected error:
+        	            	context deadline exceeded
+        	Test:       	TestListenerSetConformanceTraefik/ListenerSetHTTPRouting
+        	Messages:   	error waiting for HTTPRoute to have parents matching expectations
 === RUN   TestListenerSetConformanceTraefik/ListenerSetRouteStatusScopedToParentRef
+    helpers.go:12: 2026-12-01T19:04:45.000918129Z: routes never accepted
+=== RUN   TestListenerSetConformanceTraefik/ListenerSetHostnameConflict
 --- FAIL: TestListenerSetConformanceTraefik (101.27s)
     --- SKIP: TestListenerSetConformanceTraefik/ListenerSetAllowedNamespaceNone (0.00s)
     --- FAIL: TestListenerSetConformanceTraefik/ListenerSetAllowedRoutesNamespaces (31.23s)
@@ -164,14 +173,15 @@ const childOutput = `=== RUN   TestListenerSetConformanceTraefik
         --- FAIL: TestListenerSetConformanceTraefik/ListenerSetDualParentRefIndependence/One_of_two_parentRefs_is_Accepted (15.00s)
     --- FAIL: TestListenerSetConformanceTraefik/ListenerSetGatewayParentSectionNameNotFound (15.12s)
     --- FAIL: TestListenerSetConformanceTraefik/ListenerSetHTTPRouting (16.61s)
-    --- PASS: TestListenerSetConformanceTraefik/ListenerSetRouteStatusScopedToParentRef (16.42s)
+    --- FAIL: TestListenerSetConformanceTraefik/ListenerSetRouteStatusScopedToParentRef (16.42s)
+    --- PASS: TestListenerSetConformanceTraefik/ListenerSetHostnameConflict (1.42s)
 FAIL
 `
 
 func TestParseChild(t *testing.T) {
 	tests := []string{
 		"ListenerSetAllowedRoutesNamespaces", "ListenerSetDualParentRefIndependence", "ListenerSetHTTPRouting",
-		"ListenerSetRouteStatusScopedToParentRef", "ListenerSetGatewayParentSectionNameNotFound",
+		"ListenerSetRouteStatusScopedToParentRef", "ListenerSetGatewayParentSectionNameNotFound", "ListenerSetHostnameConflict",
 	}
 	got := parseChild(childOutput, tests)
 	want := map[string]childResult{
@@ -191,8 +201,13 @@ func TestParseChild(t *testing.T) {
 			"Error: Received unexpected error: the wait's deadline passed",
 			"Messages: error waiting for HTTPRoute to have parents matching expectations",
 		}},
-		"ListenerSetHTTPRouting":                  {result: "FAIL", failure: []string{"(no testify assertion in the output: see the log)"}},
-		"ListenerSetRouteStatusScopedToParentRef": {result: "pass"},
+		"ListenerSetHTTPRouting": {result: "FAIL", failure: []string{
+			"at listenerset-http-routing.go:72",
+			"Error: Received unexpected error: the wait's deadline passed",
+			"Messages: error waiting for HTTPRoute to have parents matching expectations",
+		}},
+		"ListenerSetRouteStatusScopedToParentRef": {result: "FAIL", failure: []string{"(no testify assertion in the output: see the log)"}},
+		"ListenerSetHostnameConflict":             {result: "pass"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("parseChild:\n%#v\nwant\n%#v", got, want)

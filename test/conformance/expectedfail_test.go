@@ -256,7 +256,9 @@ func firstAssertion(lines []childLine) []string {
 			break
 		}
 		if m := logLine.FindStringSubmatch(l.text); m != nil && strings.TrimSpace(m[2]) != "" {
-			if loggedBy(m[1], fields["Error Trace"]) {
+			// A wait that ended well says "... matched expectations": the
+			// line is an earlier wait's.
+			if loggedBy(m[1], fields["Error Trace"]) && !strings.Contains(m[2], "matched expectations") {
 				out = append(out, "What the wait saw last: "+times.ReplaceAllString(m[2], ""))
 			}
 			break
