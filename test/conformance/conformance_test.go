@@ -307,7 +307,9 @@ func runSuite(t *testing.T, env *devenv.Env, root, version string, r suiteRun) {
 		mu.Lock()
 		defer mu.Unlock()
 		writeResults(t, filepath.Join(root, r.resultsPath), version, r, lsTests, want, outcomes)
-		checkOutcomes(t, lsTests, want, outcomes, r)
+		for _, m := range mismatches(lsTests, want, outcomes, r) {
+			t.Error(m)
+		}
 	})
 	cSuite.Setup(t, lsTests)
 	if r.dataPlane != nil && !t.Run("DataPlane", func(t *testing.T) { r.dataPlane(t, cSuite) }) {
@@ -433,25 +435,27 @@ func resultOf(ct suite.ConformanceTest, outcomes map[string]outcome) outcome {
 	return outcome{name: ct.ShortName, description: ct.Description, result: "not run"}
 }
 
-// checkOutcomes fails the test for every ListenerSet test whose result is
-// not the one want expects, naming the test, its result and, for a skip,
-// why; an expected failure of r that passes says to move it to passing.
-func checkOutcomes(t *testing.T, lsTests []suite.ConformanceTest, want map[string]string, outcomes map[string]outcome, r suiteRun) {
+// mismatches says, for every ListenerSet test whose result is not the one
+// want expects, the test, its result and, for a skip, why; an expected
+// failure of r that passes says to move it to passing.
+func mismatches(lsTests []suite.ConformanceTest, want map[string]string, outcomes map[string]outcome, r suiteRun) []string {
+	var out []string
 	for _, ct := range lsTests {
 		o := resultOf(ct, outcomes)
 		if o.result == want[ct.ShortName] {
 			continue
 		}
 		if why, ok := r.failing[ct.ShortName]; ok && o.result == "pass" {
-			t.Errorf("ListenerSet conformance test %s passes now, and it is expected to fail (%s): move it from failsToday to passing", ct.ShortName, why)
+			out = append(out, fmt.Sprintf("ListenerSet conformance test %s passes now, and it is expected to fail (%s): move it from failsToday to passing", ct.ShortName, why))
 			continue
 		}
 		got := o.result
 		if o.why != "" {
 			got += " (" + o.why + ")"
 		}
-		t.Errorf("ListenerSet conformance test %s: %s, want %s", ct.ShortName, got, want[ct.ShortName])
+		out = append(out, fmt.Sprintf("ListenerSet conformance test %s: %s, want %s", ct.ShortName, got, want[ct.ShortName]))
 	}
+	return out
 }
 
 // writeReport writes upstream's report, which counts results per profile,
@@ -481,8 +485,11 @@ func writeResults(t *testing.T, path, version string, r suiteRun, lsTests []suit
 	for _, ct := range lsTests {
 		o := resultOf(ct, outcomes)
 		desc := o.description
-		if o.why != "" {
+		switch {
+		case o.why != "" && o.result == "skip":
 			desc += " (skipped: " + o.why + ")"
+		case o.why != "":
+			desc += " (" + o.result + " " + o.why + ")"
 		}
 		if why, ok := r.failing[ct.ShortName]; ok {
 			desc += " (expected to fail: " + why + ")"

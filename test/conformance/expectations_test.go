@@ -71,6 +71,49 @@ func TestExpectations(t *testing.T) {
 	})
 }
 
+func TestMismatches(t *testing.T) {
+	lsTests := listenerSetTests()
+	want, err := expectations(lsTests, traefikRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asExpected := func() map[string]outcome {
+		outcomes := map[string]outcome{}
+		for name, result := range want {
+			outcomes[name] = outcome{name: name, result: result}
+		}
+		return outcomes
+	}
+	cases := map[string]struct {
+		change func(map[string]outcome)
+		want   []string
+	}{
+		"every test as expected": {change: func(map[string]outcome) {}},
+		"an expected failure passes": {
+			change: func(o map[string]outcome) { o["ListenerSetHTTPRouting"] = outcome{result: "pass"} },
+			want: []string{"ListenerSet conformance test ListenerSetHTTPRouting passes now, and it is expected to fail " +
+				"(routes cannot name a ListenerSet yet (issue 23)): move it from failsToday to passing"},
+		},
+		"an expected failure the child did not run": {
+			change: func(o map[string]outcome) { delete(o, "ListenerSetHTTPRouting") },
+			want:   []string{"ListenerSet conformance test ListenerSetHTTPRouting: not run, want FAIL"},
+		},
+		"a passing test fails": {
+			change: func(o map[string]outcome) { o["ListenerSetReferenceGrant"] = outcome{result: "FAIL"} },
+			want:   []string{"ListenerSet conformance test ListenerSetReferenceGrant: FAIL, want pass"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			outcomes := asExpected()
+			tc.change(outcomes)
+			if got := mismatches(lsTests, want, outcomes, traefikRun); !slices.Equal(got, tc.want) {
+				t.Errorf("mismatches:\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestSkipReason(t *testing.T) {
 	routesKinds := suite.ConformanceTest{
 		ShortName: "ListenerSetAllowedRoutesSupportedKinds",
