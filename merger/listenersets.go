@@ -221,6 +221,11 @@ type attached struct {
 // in a row.
 const attachedBackoff = time.Second
 
+// attachedStood is how long an applied count must stand, at the least, for
+// its backoff to start over: a writer that drops it a few seconds after each
+// apply otherwise resets the backoff every time and the two write in a loop.
+const attachedStood = time.Minute
+
 // backoff is how long a dropped count waits, from gatefold's last apply of
 // it, to be applied again after drops applies in a row: attachedBackoff
 // doubled drops times, at most resync when resync is set.
@@ -234,8 +239,8 @@ func backoff(drops int, resync time.Duration) time.Duration {
 
 // due says whether count n must be applied to gw now, and otherwise how long
 // until a count another writer dropped must be applied again (0: not at
-// all). A count found dropped twice its backoff or more after gatefold
-// applied it had stood: its backoff starts over.
+// all). A count found dropped twice its backoff, and attachedStood, or more
+// after gatefold applied it had stood: its backoff starts over.
 func (m *attachedMemo) due(gw *gwv1.Gateway, n int32, now time.Time, resync time.Duration) (bool, time.Duration) {
 	if ptr.Deref(gw.Status.AttachedListenerSets, 0) == n {
 		return false, 0 // upstream reads a missing count as 0
@@ -248,7 +253,7 @@ func (m *attachedMemo) due(gw *gwv1.Gateway, n int32, now time.Time, resync time
 		return true, 0
 	}
 	since := now.Sub(last.at)
-	if since >= 2*backoff(last.drops, resync) {
+	if since >= max(2*backoff(last.drops, resync), attachedStood) {
 		last.drops = 0
 		m.last[key] = last
 	}

@@ -62,8 +62,9 @@ func TestAttachedListenerSetsDroppedAreAppliedAgainWithABackoff(t *testing.T) {
 		"dropped a third time, backoff passed":  {applied: inARow(7*time.Second, 6*time.Second, 4*time.Second), n: 2, due: true, drops: 3},
 		"dropped in a row: at most a resync":    {applied: inARow(append(times(11, 15*time.Minute), time.Minute)...), n: 2, wait: resync - time.Minute},
 		"a resync after the last apply":         {applied: inARow(append(times(11, 25*time.Minute), resync)...), n: 2, due: true, drops: 12},
-		"dropped after it stood: starts over":   {applied: inARow(time.Hour, 10*time.Second), n: 2, due: true, drops: 1},
-		"stood, started over, dropped again":    {applied: inARow(time.Hour, 10*time.Second, 100*time.Millisecond), n: 2, wait: 1900 * time.Millisecond},
+		"dropped after it stood: starts over":   {applied: inARow(time.Hour, time.Minute), n: 2, due: true, drops: 1},
+		"stood, started over, dropped again":    {applied: inARow(time.Hour, 2*time.Minute, 100*time.Millisecond), n: 2, wait: 1900 * time.Millisecond},
+		"dropped 5s after each: keeps doubling": {applied: inARow(20*time.Second, 15*time.Second, 10*time.Second, 5*time.Second), n: 2, wait: 3 * time.Second},
 		"dropped once, long after the apply":    {applied: inARow(time.Minute), n: 2, due: true, drops: 1},
 		"resync off: no limit":                  {applied: inARow(append(times(11, 90*time.Minute), time.Hour)...), n: 2, resync: -1, due: true, drops: 12},
 		"resync off: no limit, early":           {applied: inARow(append(times(11, time.Hour), 30*time.Minute)...), n: 2, resync: -1, wait: 2048*time.Second - 30*time.Minute},
@@ -90,6 +91,37 @@ func TestAttachedListenerSetsDroppedAreAppliedAgainWithABackoff(t *testing.T) {
 			}
 			if drops := m.applied(gw, tc.n, now); drops != tc.drops {
 				t.Errorf("applied again, drops in a row = %d, want %d", drops, tc.drops)
+			}
+		})
+	}
+}
+
+// A writer that drops the count a while after each of gatefold's applies, by
+// any delay, costs a few applies an hour: the backoff does not start over
+// while the two take turns.
+func TestAttachedListenerSetsDroppedAfterEachApplyCostAFewAppliesAnHour(t *testing.T) {
+	const resync = 10 * time.Minute
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	dropped := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "shared"}}
+	for _, delay := range []time.Duration{100 * time.Millisecond, 4 * time.Second, 5 * time.Second, 30 * time.Second} {
+		t.Run(delay.String(), func(t *testing.T) {
+			var m attachedMemo
+			applies := 0
+			// As reconciles do: the drop's event finds it dropped, and a
+			// deferred count is applied when its wait is over.
+			for now := start; now.Before(start.Add(time.Hour)); now = now.Add(delay) {
+				due, wait := m.due(dropped, 2, now, resync)
+				if !due {
+					now = now.Add(wait)
+					if due, _ = m.due(dropped, 2, now, resync); !due {
+						t.Fatalf("not due after its wait of %v at %v", wait, now.Sub(start))
+					}
+				}
+				m.applied(dropped, 2, now)
+				applies++
+			}
+			if applies > 20 {
+				t.Errorf("%d applies in an hour against a writer that drops the count %v after each, want at most 20", applies, delay)
 			}
 		})
 	}
