@@ -150,17 +150,7 @@ func Start(ctx context.Context, c client.Client, opts Options) (*DataPlane, erro
 	if err != nil {
 		return nil, err
 	}
-	d := &DataPlane{
-		HTTPPort:      cmp.Or(opts.HTTPPort, DefaultHTTPPort),
-		HTTPSPort:     cmp.Or(opts.HTTPSPort, DefaultHTTPSPort),
-		Address:       cmp.Or(opts.Address, "127.0.0.1"),
-		experimental:  opts.ExperimentalChannel,
-		GatewayClass:  cmp.Or(opts.GatewayClass, DefaultGatewayClass),
-		Backends:      map[string]string{},
-		LogPath:       filepath.Join(opts.Dir, "traefik.log"),
-		AccessLogPath: filepath.Join(opts.Dir, "traefik-access.log"),
-		exited:        make(chan struct{}),
-	}
+	d := newDataPlane(opts)
 	// Traefik would exit with a line in its log; a port already taken is
 	// most often another `make dev`, which the error says.
 	for _, port := range []int{d.HTTPPort, d.HTTPSPort} {
@@ -237,6 +227,22 @@ func startEcho(name string) (string, *http.Server, error) {
 	}
 	go func() { _ = srv.Serve(l) }()
 	return "http://" + l.Addr().String(), srv, nil
+}
+
+// newDataPlane is the DataPlane Start runs for opts, not started: opts
+// with their defaults, 127.0.0.1 for Address among them.
+func newDataPlane(opts Options) *DataPlane {
+	return &DataPlane{
+		HTTPPort:      cmp.Or(opts.HTTPPort, DefaultHTTPPort),
+		HTTPSPort:     cmp.Or(opts.HTTPSPort, DefaultHTTPSPort),
+		Address:       cmp.Or(opts.Address, "127.0.0.1"),
+		experimental:  opts.ExperimentalChannel,
+		GatewayClass:  cmp.Or(opts.GatewayClass, DefaultGatewayClass),
+		Backends:      map[string]string{},
+		LogPath:       filepath.Join(opts.Dir, "traefik.log"),
+		AccessLogPath: filepath.Join(opts.Dir, "traefik-access.log"),
+		exited:        make(chan struct{}),
+	}
 }
 
 // writeConfig writes Traefik's static configuration and the file provider's

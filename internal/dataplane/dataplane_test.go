@@ -79,11 +79,12 @@ func TestEchoAnswersWithItsNameAndTheHost(t *testing.T) {
 	}
 }
 
-// TestConfigStaysOnLoopback reads back the configuration Traefik is given.
+// TestConfigStaysOnLoopback reads back the configuration Traefik is given
+// by Start for Options without an Address.
 func TestConfigStaysOnLoopback(t *testing.T) {
 	dir := t.TempDir()
-	d := &DataPlane{HTTPPort: 8000, HTTPSPort: 8443, Address: "127.0.0.1", Backends: map[string]string{"echo": "http://127.0.0.1:4242"},
-		AccessLogPath: filepath.Join(dir, "access.log")}
+	d := newDataPlane(Options{HTTPPort: 8000, HTTPSPort: 8443, Dir: dir})
+	d.Backends["echo"] = "http://127.0.0.1:4242"
 	path, err := d.writeConfig(dir)
 	if err != nil {
 		t.Fatal(err)
