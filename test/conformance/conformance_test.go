@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io/fs"
@@ -66,15 +67,23 @@ var skipped = map[string]string{
 }
 
 // failsToday are the suite's ListenerSet tests the Traefik run expects to
-// fail, with why. They run in a child process (runExpectedFailures), and
-// the run fails when one of them passes: the change that makes it pass
-// moves it to passing, and from then on the run requires it.
-var failsToday = map[string]string{
-	"ListenerSetAllowedRoutesNamespaces":          routesCannotNameListenerSets,
-	"ListenerSetDualParentRefIndependence":        routesCannotNameListenerSets,
-	"ListenerSetGatewayParentSectionNameNotFound": routesCannotNameListenerSets,
-	"ListenerSetHTTPRouting":                      routesCannotNameListenerSets,
-	"ListenerSetRouteStatusScopedToParentRef":     routesCannotNameListenerSets,
+// fail, with why and where. They run in a child process
+// (runExpectedFailures), and the run fails when one of them passes, or
+// fails first elsewhere: the change that makes it pass moves it to passing,
+// and from then on the run requires it.
+var failsToday = map[string]expectedFailure{
+	"ListenerSetAllowedRoutesNamespaces":          {routesCannotNameListenerSets, "listenerset-allowed-routes-namespaces.go:79"},
+	"ListenerSetDualParentRefIndependence":        {routesCannotNameListenerSets, "listenerset-dual-parentref-independence.go:116"},
+	"ListenerSetGatewayParentSectionNameNotFound": {routesCannotNameListenerSets, "listenerset-gateway-parent-section-name-not-found.go:69"},
+	"ListenerSetHTTPRouting":                      {routesCannotNameListenerSets, "listenerset-http-routing.go:72"},
+	"ListenerSetRouteStatusScopedToParentRef":     {routesCannotNameListenerSets, "listenerset-route-status-scoped-to-parentref.go:104"},
+}
+
+// expectedFailure is why a test is expected to fail, and at, where: the
+// first assertion that fails, <file>:<line> in upstream's test, as in the
+// baseline (docs/conformance/traefik-listenerset-results.md).
+type expectedFailure struct {
+	why, at string
 }
 
 const routesCannotNameListenerSets = "routes cannot name a ListenerSet yet (issue 23)"
@@ -111,10 +120,11 @@ type suiteRun struct {
 	// dataPlane, when set, runs between the suite's Setup and its tests and
 	// fails the run unless requests reach the suite's backends.
 	dataPlane func(*testing.T, *suite.ConformanceTestSuite)
-	// skipped are the tests the run skips, and failing those it expects to
-	// fail, each with why; passing and these two name every ListenerSet
-	// test once.
-	skipped, failing map[string]string
+	// skipped are the tests the run skips, each with why, and failing
+	// those it expects to fail; passing and these two name every
+	// ListenerSet test once.
+	skipped map[string]string
+	failing map[string]expectedFailure
 	// failingLog, relative to the repository, receives the output of the
 	// child process that runs failing.
 	failingLog string
@@ -246,10 +256,13 @@ func timeouts() config.TimeoutConfig {
 
 // outcome is one test's result in the run: pass, FAIL, skip (with why)
 // or not run, and for a test that failed in the child process its first
-// failing assertion.
+// failing assertion and where it is.
 type outcome struct {
 	name, description, result, why string
 	failure                        []string
+	// at is where the first failing assertion is, <file>:<line>, for a
+	// test that failed in the child process; empty without one.
+	at string
 }
 
 // runSuite runs the suite's ListenerSet tests on r's class as the
@@ -386,8 +399,8 @@ func expectations(lsTests []suite.ConformanceTest, r suiteRun) (map[string]strin
 	for _, name := range passing {
 		want[name] = "pass"
 	}
-	for result, names := range map[string]map[string]string{"skip": r.skipped, "FAIL": r.failing} {
-		for name := range names {
+	for result, names := range map[string][]string{"skip": slices.Collect(maps.Keys(r.skipped)), "FAIL": slices.Collect(maps.Keys(r.failing))} {
+		for _, name := range names {
 			if _, ok := want[name]; ok {
 				return nil, fmt.Errorf("%s is expected twice (passing, skipped, failing): keep it in one", name)
 			}
@@ -437,16 +450,22 @@ func resultOf(ct suite.ConformanceTest, outcomes map[string]outcome) outcome {
 
 // mismatches says, for every ListenerSet test whose result is not the one
 // want expects, the test, its result and, for a skip, why; an expected
-// failure of r that passes says to move it to passing.
+// failure of r that passes says to move it to passing, one that fails first
+// elsewhere where it failed.
 func mismatches(lsTests []suite.ConformanceTest, want map[string]string, outcomes map[string]outcome, r suiteRun) []string {
 	var out []string
 	for _, ct := range lsTests {
 		o := resultOf(ct, outcomes)
-		if o.result == want[ct.ShortName] {
+		exp, failing := r.failing[ct.ShortName]
+		switch {
+		case asExpected(ct.ShortName, o, want[ct.ShortName], r):
 			continue
-		}
-		if why, ok := r.failing[ct.ShortName]; ok && o.result == "pass" {
-			out = append(out, fmt.Sprintf("ListenerSet conformance test %s passes now, and it is expected to fail (%s): move it from failsToday to passing", ct.ShortName, why))
+		case failing && o.result == "pass":
+			out = append(out, fmt.Sprintf("ListenerSet conformance test %s passes now, and it is expected to fail (%s): move it from failsToday to passing", ct.ShortName, exp.why))
+			continue
+		case failing && o.result == "FAIL":
+			out = append(out, fmt.Sprintf("ListenerSet conformance test %s fails first at %s, expected at %s (%s): see %s; if the change is intended, "+
+				"update its location in failsToday", ct.ShortName, cmp.Or(o.at, "no testify assertion"), exp.at, exp.why, r.failingLog))
 			continue
 		}
 		got := o.result
@@ -456,6 +475,15 @@ func mismatches(lsTests []suite.ConformanceTest, want map[string]string, outcome
 		out = append(out, fmt.Sprintf("ListenerSet conformance test %s: %s, want %s", ct.ShortName, got, want[ct.ShortName]))
 	}
 	return out
+}
+
+// asExpected says whether o, test name's outcome, is the result want expects and, for an
+// expected failure of r that failed, failed first where r expects it to.
+func asExpected(name string, o outcome, want string, r suiteRun) bool {
+	if exp, ok := r.failing[name]; ok && o.result == "FAIL" {
+		return want == "FAIL" && o.at == exp.at
+	}
+	return o.result == want
 }
 
 // writeReport writes upstream's report, which counts results per profile,
@@ -491,11 +519,11 @@ func writeResults(t *testing.T, path, version string, r suiteRun, lsTests []suit
 		case o.why != "":
 			desc += " (" + o.result + " " + o.why + ")"
 		}
-		if why, ok := r.failing[ct.ShortName]; ok {
-			desc += " (expected to fail: " + why + ")"
+		if exp, ok := r.failing[ct.ShortName]; ok {
+			desc += " (expected to fail: " + exp.why + ")"
 		}
 		counts[o.result]++
-		if o.result != want[ct.ShortName] {
+		if !asExpected(ct.ShortName, o, want[ct.ShortName], r) {
 			unexpected = append(unexpected, ct.ShortName)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", o.name, o.result, want[ct.ShortName], desc)

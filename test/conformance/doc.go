@@ -11,12 +11,13 @@
 // the suite judges that status. The stubs are test code and never ship.
 //
 // A second test runs the suite again with Traefik (bin/traefik) as the
-// implementation, carrying the traffic, in a network namespace the test
-// makes for itself (unshare): Traefik serves the Gateways on an address of
+// implementation, carrying the traffic, in a network namespace and a PID
+// namespace the test makes for itself (unshare): Traefik serves the Gateways on an address of
 // that namespace at ports 80 and 443, and upstream's echo server serves the
 // suite's backend Pods behind EndpointSlices the test writes. The tests it
 // expects to fail (failsToday) run in a child process of the test binary,
-// on the same cluster, for one failing test fails the whole suite's test.
+// on the same cluster, for one failing test fails the whole suite's test;
+// each must fail first where failsToday says.
 //
 // It is a Go module of its own so that gatefold's go.mod never requires
 // the conformance suite and its dependencies.

@@ -6,9 +6,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/gateway-api/conformance"
+	"sigs.k8s.io/gateway-api/conformance/utils/config"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
 	"sigs.k8s.io/gateway-api/pkg/features"
 	"sigs.k8s.io/yaml"
@@ -80,7 +82,7 @@ func TestMismatches(t *testing.T) {
 	asExpected := func() map[string]outcome {
 		outcomes := map[string]outcome{}
 		for name, result := range want {
-			outcomes[name] = outcome{name: name, result: result}
+			outcomes[name] = outcome{name: name, result: result, at: failsToday[name].at}
 		}
 		return outcomes
 	}
@@ -97,6 +99,20 @@ func TestMismatches(t *testing.T) {
 		"an expected failure the child did not run": {
 			change: func(o map[string]outcome) { delete(o, "ListenerSetHTTPRouting") },
 			want:   []string{"ListenerSet conformance test ListenerSetHTTPRouting: not run, want FAIL"},
+		},
+		"an expected failure fails first elsewhere": {
+			change: func(o map[string]outcome) {
+				o["ListenerSetHTTPRouting"] = outcome{result: "FAIL", at: "listenerset-http-routing.go:90"}
+			},
+			want: []string{"ListenerSet conformance test ListenerSetHTTPRouting fails first at listenerset-http-routing.go:90, " +
+				"expected at listenerset-http-routing.go:72 (routes cannot name a ListenerSet yet (issue 23)): " +
+				"see bin/conformance/traefik/expected-failures.log; if the change is intended, update its location in failsToday"},
+		},
+		"an expected failure fails without an assertion, as on a panic": {
+			change: func(o map[string]outcome) { o["ListenerSetHTTPRouting"] = outcome{result: "FAIL"} },
+			want: []string{"ListenerSet conformance test ListenerSetHTTPRouting fails first at no testify assertion, " +
+				"expected at listenerset-http-routing.go:72 (routes cannot name a ListenerSet yet (issue 23)): " +
+				"see bin/conformance/traefik/expected-failures.log; if the change is intended, update its location in failsToday"},
 		},
 		"a passing test fails": {
 			change: func(o map[string]outcome) { o["ListenerSetReferenceGrant"] = outcome{result: "FAIL"} },
@@ -221,39 +237,112 @@ const childOutput = `=== RUN   TestListenerSetConformanceTraefik
 FAIL
 `
 
+// childPanic is the output of a child process whose test panicked: go test
+// reports the test it stopped as failed.
+const childPanic = `=== RUN   TestListenerSetConformanceTraefik
+=== RUN   TestListenerSetConformanceTraefik/ListenerSetHTTPRouting
+--- FAIL: TestListenerSetConformanceTraefik (3.00s)
+    --- FAIL: TestListenerSetConformanceTraefik/ListenerSetHTTPRouting (1.00s)
+panic: runtime error: invalid memory address or nil pointer dereference [recovered]
+	panic: runtime error: invalid memory address or nil pointer dereference
+FAIL
+`
+
 func TestParseChild(t *testing.T) {
 	tests := []string{
 		"ListenerSetAllowedRoutesNamespaces", "ListenerSetDualParentRefIndependence", "ListenerSetHTTPRouting",
 		"ListenerSetRouteStatusScopedToParentRef", "ListenerSetGatewayParentSectionNameNotFound", "ListenerSetHostnameConflict",
 	}
-	got := parseChild(childOutput, tests)
-	want := map[string]childResult{
-		"ListenerSetAllowedRoutesNamespaces": {result: "FAIL", failure: []string{
-			"at listenerset-allowed-routes-namespaces.go:79",
-			"Error: Received unexpected error: the wait's deadline passed",
-			"Messages: error waiting for HTTPRoute to have parents matching expectations",
+	cases := map[string]struct {
+		out  string
+		want map[string]childResult
+	}{
+		"failures, one not by testify, and a pass": {out: childOutput, want: childOutputResults},
+		"a panic": {out: childPanic, want: map[string]childResult{
+			"ListenerSetHTTPRouting": {result: "FAIL", failure: []string{"(no testify assertion in the output: see the log)"}},
 		}},
-		"ListenerSetDualParentRefIndependence": {result: "FAIL", failure: []string{
-			"at listenerset-dual-parentref-independence.go:116",
-			"Error: Not equal:\n  expected: 1\n  actual  : 2",
-			"Messages: error waiting for HTTPRoute status to have a Condition matching expectations",
-			"What the wait saw last: Accepted was not in conditions list [[{Accepted False 1  NoMatchingParent }]]",
-		}},
-		"ListenerSetGatewayParentSectionNameNotFound": {result: "FAIL", failure: []string{
-			"at listenerset-gateway-parent-section-name-not-found.go:69",
-			"Error: Received unexpected error: the wait's deadline passed",
-			"Messages: error waiting for HTTPRoute to have parents matching expectations",
-		}},
-		"ListenerSetHTTPRouting": {result: "FAIL", failure: []string{
-			"at listenerset-http-routing.go:72",
-			"Error: Received unexpected error: the wait's deadline passed",
-			"Messages: error waiting for HTTPRoute to have parents matching expectations",
-		}},
-		"ListenerSetRouteStatusScopedToParentRef": {result: "FAIL", failure: []string{"(no testify assertion in the output: see the log)"}},
-		"ListenerSetHostnameConflict":             {result: "pass"},
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("parseChild:\n%#v\nwant\n%#v", got, want)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := parseChild(tc.out, tests); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("parseChild:\n%#v\nwant\n%#v", got, tc.want)
+			}
+		})
+	}
+}
+
+// childOutputResults are parseChild's results of childOutput.
+var childOutputResults = map[string]childResult{
+	"ListenerSetAllowedRoutesNamespaces": {result: "FAIL", at: "listenerset-allowed-routes-namespaces.go:79", failure: []string{
+		"at listenerset-allowed-routes-namespaces.go:79",
+		"Error: Received unexpected error: the wait's deadline passed",
+		"Messages: error waiting for HTTPRoute to have parents matching expectations",
+	}},
+	"ListenerSetDualParentRefIndependence": {result: "FAIL", at: "listenerset-dual-parentref-independence.go:116", failure: []string{
+		"at listenerset-dual-parentref-independence.go:116",
+		"Error: Not equal:\n  expected: 1\n  actual  : 2",
+		"Messages: error waiting for HTTPRoute status to have a Condition matching expectations",
+		"What the wait saw last: Accepted was not in conditions list [[{Accepted False 1  NoMatchingParent }]]",
+	}},
+	"ListenerSetGatewayParentSectionNameNotFound": {result: "FAIL", at: "listenerset-gateway-parent-section-name-not-found.go:69", failure: []string{
+		"at listenerset-gateway-parent-section-name-not-found.go:69",
+		"Error: Received unexpected error: the wait's deadline passed",
+		"Messages: error waiting for HTTPRoute to have parents matching expectations",
+	}},
+	"ListenerSetHTTPRouting": {result: "FAIL", at: "listenerset-http-routing.go:72", failure: []string{
+		"at listenerset-http-routing.go:72",
+		"Error: Received unexpected error: the wait's deadline passed",
+		"Messages: error waiting for HTTPRoute to have parents matching expectations",
+	}},
+	"ListenerSetRouteStatusScopedToParentRef": {result: "FAIL", failure: []string{"(no testify assertion in the output: see the log)"}},
+	"ListenerSetHostnameConflict":             {result: "pass"},
+}
+
+func TestChildExitError(t *testing.T) {
+	cases := map[string]struct {
+		code    int
+		out     string
+		wantErr string
+	}{
+		"tests failed":           {code: 1, out: childOutput},
+		"a panic":                {code: 2, out: childPanic, wantErr: "panicked (panic: runtime error: invalid memory address"},
+		"a panic, exit status 1": {code: 1, out: "--- FAIL: T/A (1.00s)\npanic: test timed out after 5s\n", wantErr: "panicked (panic: test timed out after 5s)"},
+		"every test passed":      {code: 0, out: "PASS\n", wantErr: "exited with status 0, want 1 (tests failed)"},
+		"killed by a signal":     {code: -1, wantErr: "exited with status -1, want 1"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := childExitError(tc.code, tc.out)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("childExitError: %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestCapTimeouts checks that capTimeouts caps every duration of
+// upstream's TimeoutConfig, a field it adds included, but the poll interval.
+func TestCapTimeouts(t *testing.T) {
+	duration := reflect.TypeFor[time.Duration]()
+	var long config.TimeoutConfig
+	v := reflect.ValueOf(&long).Elem()
+	for i := range v.NumField() {
+		if v.Field(i).Type() == duration {
+			v.Field(i).SetInt(int64(time.Hour))
+		}
+	}
+	got := reflect.ValueOf(capTimeouts(long, time.Second))
+	for i := range got.NumField() {
+		name, want := got.Type().Field(i).Name, time.Second
+		if got.Field(i).Type() != duration {
+			continue
+		}
+		if name == "DefaultPollInterval" {
+			want = time.Hour
+		}
+		if d := time.Duration(got.Field(i).Int()); d != want {
+			t.Errorf("capTimeouts: %s %s, want %s", name, d, want)
+		}
 	}
 }
 

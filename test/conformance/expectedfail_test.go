@@ -2,10 +2,12 @@ package conformance
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -39,10 +41,38 @@ type childSpec struct {
 }
 
 // childResult is one test's result in the child process, pass, FAIL or
-// skip, and for a failure the first assertion that failed.
+// skip, and for a failure the first assertion that failed and at,
+// <file>:<line>, where it is (empty without one).
 type childResult struct {
-	result  string
-	failure []string
+	result, at string
+	failure    []string
+}
+
+// panicLine is the line a panic starts its report with.
+var panicLine = regexp.MustCompile(`(?m)^panic: .*$`)
+
+// childExitError says what is wrong with how the child process ended, out
+// its output: it must exit with status 1, tests failed, and without a panic,
+// which go test reports as a failure of the test it stopped.
+func childExitError(code int, out string) error {
+	if p := panicLine.FindString(out); p != "" {
+		return fmt.Errorf("panicked (%s), so its results are not the tests' own", p)
+	}
+	if code != 1 {
+		return fmt.Errorf("exited with status %d, want 1 (tests failed)", code)
+	}
+	return nil
+}
+
+// childTimeout is the -test.timeout flag of a child process of t's test
+// that leaves margin to t, and at least a second to the child; none
+// when t has no deadline.
+func childTimeout(t *testing.T, margin time.Duration) []string {
+	d, ok := t.Deadline()
+	if !ok {
+		return nil
+	}
+	return []string{"-test.timeout=" + max(time.Until(d)-margin, time.Second).String()}
 }
 
 // runExpectedFailures runs r's expected failures on the running cluster of
@@ -66,11 +96,8 @@ func runExpectedFailures(t *testing.T, env *devenv.Env, root string, r suiteRun,
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"-test.run=^" + t.Name() + "$", "-test.count=1", "-test.v"}
-	if d, ok := t.Deadline(); ok {
-		// Time for this process to report what the child left.
-		args = append(args, "-test.timeout="+(time.Until(d)-20*time.Second).String())
-	}
+	// Time for this process to report what the child left.
+	args := append([]string{"-test.run=^" + t.Name() + "$", "-test.count=1", "-test.v"}, childTimeout(t, 20*time.Second)...)
 	logPath := filepath.Join(root, r.failingLog)
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -87,6 +114,12 @@ func runExpectedFailures(t *testing.T, env *devenv.Env, root string, r suiteRun,
 		t.Fatal(err)
 	}
 	t.Logf("The expected failures ran in a child process in %s (%v); its output is %s", time.Since(start).Round(time.Second), runErr, logPath)
+	if cmd.ProcessState == nil {
+		t.Fatalf("Running the child process: %v", runErr)
+	}
+	if err := childExitError(cmd.ProcessState.ExitCode(), string(out)); err != nil {
+		t.Errorf("The child process that runs the expected failures %v: see %s", err, logPath)
+	}
 	results := parseChild(string(out), names)
 	outcomes := map[string]outcome{}
 	for _, ct := range lsTests {
@@ -95,7 +128,7 @@ func runExpectedFailures(t *testing.T, env *devenv.Env, root string, r suiteRun,
 		}
 		o := outcome{name: ct.ShortName, description: ct.Description, result: "not run"}
 		if res, ok := results[ct.ShortName]; ok {
-			o.result, o.failure = res.result, res.failure
+			o.result, o.failure, o.at = res.result, res.failure, res.at
 		}
 		if o.result != "FAIL" && o.result != "pass" {
 			o.why = "in the child process: see " + r.failingLog
@@ -135,20 +168,20 @@ func runChild(t *testing.T, rawSpec string) {
 	}
 }
 
-// failingTimeouts are timeouts() with every duration capped at
-// failingTimeoutCap, through upstream's TimeoutConfig.
+// failingTimeouts are timeouts() capped at failingTimeoutCap (capTimeouts).
 func failingTimeouts() config.TimeoutConfig {
-	tc := timeouts()
-	for _, d := range []*time.Duration{
-		&tc.CreateTimeout, &tc.DeleteTimeout, &tc.GetTimeout,
-		&tc.GatewayMustHaveAddress, &tc.GatewayMustHaveCondition, &tc.GatewayStatusMustHaveListeners,
-		&tc.GatewayListenersMustHaveConditions, &tc.ListenerSetMustHaveCondition, &tc.ListenerSetListenersMustHaveConditions,
-		&tc.GWCMustBeAccepted, &tc.HTTPRouteMustNotHaveParents, &tc.HTTPRouteMustHaveCondition,
-		&tc.TLSRouteMustHaveCondition, &tc.TCPRouteMustHaveCondition, &tc.UDPRouteMustHaveCondition,
-		&tc.RouteMustHaveParents, &tc.ManifestFetchTimeout, &tc.MaxTimeToConsistency,
-		&tc.NamespacesMustBeReady, &tc.RequestTimeout, &tc.LatestObservedGenerationSet, &tc.DefaultTestTimeout,
-	} {
-		*d = min(*d, failingTimeoutCap)
+	return capTimeouts(timeouts(), failingTimeoutCap)
+}
+
+// capTimeouts is tc with every duration of upstream's TimeoutConfig but
+// DefaultPollInterval, how often the waits poll, at most limit.
+func capTimeouts(tc config.TimeoutConfig, limit time.Duration) config.TimeoutConfig {
+	v := reflect.ValueOf(&tc).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if f.Type() == reflect.TypeFor[time.Duration]() && v.Type().Field(i).Name != "DefaultPollInterval" {
+			f.SetInt(int64(min(time.Duration(f.Int()), limit)))
+		}
 	}
 	return tc
 }
@@ -208,26 +241,26 @@ func parseChild(out string, tests []string) map[string]childResult {
 	}
 	for name, res := range results {
 		if res.result == "FAIL" {
-			res.failure = firstAssertion(lines[name])
+			res.at, res.failure = firstAssertion(lines[name])
 			results[name] = res
 		}
 	}
 	return results
 }
 
-// firstAssertion is the first testify failure in lines: where the test
-// made it, its Error and its Messages, and the last line its (sub)test
+// firstAssertion is where the first testify failure in lines is,
+// <file>:<line> (ownFrame), and the failure: where the test made it, its Error and its Messages, and the last line its (sub)test
 // logged before it when the wait that failed logged it (what it saw last),
 // without times. A wait that
 // timed out says so, as the error's wording depends on the request its
 // deadline cut.
-func firstAssertion(lines []childLine) []string {
+func firstAssertion(lines []childLine) (at string, failure []string) {
 	start := slices.IndexFunc(lines, func(l childLine) bool {
 		m := testifyField.FindStringSubmatch(l.text)
 		return m != nil && m[1] == "Error Trace"
 	})
 	if start < 0 {
-		return []string{"(no testify assertion in the output: see the log)"}
+		return "", []string{"(no testify assertion in the output: see the log)"}
 	}
 	fields := map[string][]string{}
 	field := ""
@@ -246,8 +279,9 @@ func firstAssertion(lines []childLine) []string {
 	if strings.Contains(errText, "deadline") {
 		errText = fields["Error"][0] + " the wait's deadline passed"
 	}
+	at = ownFrame(fields["Error Trace"])
 	out := []string{
-		"at " + ownFrame(fields["Error Trace"]),
+		"at " + at,
 		"Error: " + errText,
 		"Messages: " + strings.Join(fields["Messages"], "\n  "),
 	}
@@ -264,7 +298,7 @@ func firstAssertion(lines []childLine) []string {
 			break
 		}
 	}
-	return out
+	return at, out
 }
 
 // loggedBy says whether a line logged at source (file.go:12) was logged by

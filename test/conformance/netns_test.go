@@ -3,6 +3,7 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"testing"
@@ -32,25 +33,29 @@ const (
 func inNetNS() bool { return os.Getenv(netnsEnv) != "" }
 
 // runInNetNS runs t's test again, in this test binary, in a network
-// namespace of its own (`unshare -n` as root, else `unshare -rn`), which
-// the kernel removes when its last process exits, and fails t when the
-// test fails there; its output goes to this process's. It skips t when
-// unshare or ip is missing or no namespace can be made.
+// namespace and a PID namespace of its own (`unshare -n --pid --fork
+// --kill-child --mount-proc`, with -r when not root): the test binary is
+// the PID namespace's first process, so when it exits, however, the kernel
+// kills every process it started, and the network namespace goes with the
+// last of them. It fails t when the test fails there; its output goes to
+// this process's. It skips t (skipTraefik) when unshare or ip is missing
+// or no namespace can be made.
 func runInNetNS(t *testing.T) {
 	t.Helper()
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
-		t.Skip("Skipping the run with Traefik: it needs unshare (util-linux) to make a network namespace of its own")
+		skipTraefik(t, "Skipping the run with Traefik: it needs unshare (util-linux) to make a network namespace of its own")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("Skipping the run with Traefik: it needs ip (iproute2) to set up its network namespace")
+		skipTraefik(t, "Skipping the run with Traefik: it needs ip (iproute2) to set up its network namespace")
 	}
-	args := []string{"-n"}
+	// --mount-proc: /proc as the PID namespace sees it.
+	args := []string{"-n", "--pid", "--fork", "--kill-child", "--mount-proc"}
 	if os.Getuid() != 0 {
-		args = []string{"-r", "-n"} // a user namespace, in which this user may make the network one
+		args = append([]string{"-r"}, args...) // a user namespace, in which this user may make the others
 	}
 	if out, err := exec.Command(unshare, append(args, "true")...).CombinedOutput(); err != nil {
-		t.Skipf("Skipping the run with Traefik: `unshare %v true` cannot make a network namespace here (%v: %s); "+
+		skipTraefik(t, "Skipping the run with Traefik: `unshare %v true` cannot make the namespaces here (%v: %s); "+
 			"it needs root or unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)", args, err, out)
 	}
 	self, err := os.Executable()
@@ -61,13 +66,10 @@ func runInNetNS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testArgs := []string{"-test.run=^" + t.Name() + "$", "-test.count=1"}
+	// Time for this process to report what the other one left.
+	testArgs := append([]string{"-test.run=^" + t.Name() + "$", "-test.count=1"}, childTimeout(t, 10*time.Second)...)
 	if testing.Verbose() {
 		testArgs = append(testArgs, "-test.v")
-	}
-	if d, ok := t.Deadline(); ok {
-		// Time for this process to report what the other one left.
-		testArgs = append(testArgs, "-test.timeout="+(time.Until(d)-10*time.Second).String())
 	}
 	cmd := exec.Command(unshare, append(append(args, self), testArgs...)...)
 	cmd.Env = append(os.Environ(), netnsEnv+"="+ns)
@@ -79,7 +81,7 @@ func runInNetNS(t *testing.T) {
 
 // setUpNetNS brings lo up in the test's network namespace and routes
 // podNetwork to it. It refuses to run in the namespace the test was started
-// from.
+// from, or in any with an interface but lo: a new one has only lo.
 func setUpNetNS() error {
 	ns, err := os.Readlink("/proc/self/ns/net")
 	if err != nil {
@@ -87,6 +89,16 @@ func setUpNetNS() error {
 	}
 	if ns == os.Getenv(netnsEnv) {
 		return errors.New("still in the network namespace the test was started from: not setting it up")
+	}
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return fmt.Errorf("listing the network namespace's interfaces: %w", err)
+	}
+	for _, i := range ifaces {
+		if i.Name != "lo" {
+			return fmt.Errorf("the network namespace has interface %s, and a new one (unshare -n) has only lo: not setting it up; "+
+				"run the test without $%s", i.Name, netnsEnv)
+		}
 	}
 	for _, args := range [][]string{
 		{"link", "set", "lo", "up"},

@@ -46,7 +46,7 @@ func TestListenerSetConformanceTraefik(t *testing.T) {
 	}
 	traefik, err := dataplane.FindBinary("")
 	if errors.Is(err, dataplane.ErrNoBinary) {
-		t.Skipf("Skipping the run with Traefik: %v", err)
+		skipTraefik(t, "Skipping the run with Traefik: %v", err)
 	} else if err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +84,20 @@ func TestListenerSetConformanceTraefik(t *testing.T) {
 	r := traefikRun
 	r.implementation = "Traefik " + traefikVersion + " carrying the traffic"
 	runSuite(t, env, root, version, r)
+}
+
+// requireTraefikEnv, set to 1 (as CI does for make conformance), makes
+// every reason to skip the run with Traefik fail it instead.
+const requireTraefikEnv = "GATEFOLD_CONFORMANCE_REQUIRE_TRAEFIK"
+
+// skipTraefik skips t, saying why (format, args), or fails it so when
+// $GATEFOLD_CONFORMANCE_REQUIRE_TRAEFIK is 1.
+func skipTraefik(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv(requireTraefikEnv) == "1" {
+		t.Fatalf(format+" ($"+requireTraefikEnv+"=1 requires the run)", args...)
+	}
+	t.Skipf(format, args...)
 }
 
 // traefikRun judges gatefold with Traefik carrying the traffic.
