@@ -109,6 +109,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--merger-debounce-max is %v: it must be at least --merger-debounce (%v)", m.DebounceMax, m.Debounce)
 	case m.PoolGrace < 0:
 		return fmt.Errorf("--pool-sibling-grace is %v: it must not be negative (0 deletes an empty sibling at once)", m.PoolGrace)
+	case m.Resync < 0:
+		return fmt.Errorf("--merger-resync-period is %v: it must not be negative (0 turns the resync off)", m.Resync)
 	}
 	return nil
 }

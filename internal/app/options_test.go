@@ -20,6 +20,7 @@ func TestValidateRefusesFlagsTheManagerCannotRunWith(t *testing.T) {
 		"no status workers":                               {args: []string{"--merger-status-workers=0"}, want: "--merger-status-workers is 0: it must be at least 1"},
 		"a debounce longer than its maximum":              {args: []string{"--merger-debounce=2s", "--merger-debounce-max=1s"}, want: "--merger-debounce-max is 1s: it must be at least --merger-debounce (2s)"},
 		"a negative pool sibling grace":                   {args: []string{"--pool-sibling-grace=-1s"}, want: "--pool-sibling-grace is -1s: it must not be negative"},
+		"a negative resync period":                        {args: []string{"--merger-resync-period=-1m"}, want: "--merger-resync-period is -1m0s: it must not be negative"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

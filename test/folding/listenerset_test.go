@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -338,14 +339,21 @@ func TestListenerSetsOfANativeClassAreLeftAlone(t *testing.T) {
 // dropAttachedListenerSets writes the Gateway's whole status without
 // status.attachedListenerSets, as Traefik v3.6 does (its status built from
 // Gateway API v1.4 types, then an update of the status subresource), when it
-// has one, and says whether it had.
+// has one, and says whether it had. A conflict with gatefold's own apply
+// reads the Gateway again and retries.
 func dropAttachedListenerSets(key client.ObjectKey) (bool, error) {
-	gw := &gwv1.Gateway{}
-	if err := env.Client.Get(ctx, key, gw); err != nil || gw.Status.AttachedListenerSets == nil {
-		return false, err
-	}
-	gw.Status.AttachedListenerSets = nil
-	return true, env.Client.Status().Update(ctx, gw)
+	dropped := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		gw := &gwv1.Gateway{}
+		if err := env.Client.Get(ctx, key, gw); err != nil || gw.Status.AttachedListenerSets == nil {
+			dropped = false
+			return err
+		}
+		gw.Status.AttachedListenerSets = nil
+		dropped = true
+		return env.Client.Status().Update(ctx, gw)
+	})
+	return dropped && err == nil, err
 }
 
 // statusWrites counts the merger's writes of the Gateway's status between
