@@ -12,9 +12,10 @@
 //
 // A second test runs the suite again with Traefik (bin/traefik) as the
 // implementation, carrying the traffic, in a network namespace and a PID
-// namespace the test makes for itself (unshare): Traefik serves the Gateways on an address of
-// that namespace at ports 80 and 443, and upstream's echo server serves the
-// suite's backend Pods behind EndpointSlices the test writes. The tests it
+// namespace the test makes for itself (unshare): Traefik serves the
+// Gateways on an address of that namespace at ports 80 and 443, and
+// upstream's echo server serves the suite's backend Pods behind
+// EndpointSlices the test writes. The tests it
 // expects to fail (failsToday) run in a child process of the test binary,
 // on the same cluster, for one failing test fails the whole suite's test;
 // each must fail first where failsToday says.
