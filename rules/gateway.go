@@ -128,11 +128,18 @@ func namespaceAllowed(gw *gwv1.Gateway, ns string, nsLabels map[string]string) (
 		}
 		selector = al.Namespaces.Selector
 	}
+	return fromAllowed(from, selector, gw.Namespace, ns, nsLabels)
+}
+
+// fromAllowed applies a namespaces rule (from, selector) of an object in
+// namespace home to namespace ns, whose labels are nsLabels, and says which
+// rule refuses ns: Same means home.
+func fromAllowed(from gwv1.FromNamespaces, selector *metav1.LabelSelector, home, ns string, nsLabels map[string]string) (bool, string) {
 	switch from {
 	case gwv1.NamespacesFromAll:
 		return true, ""
 	case gwv1.NamespacesFromSame:
-		return ns == gw.Namespace, "namespaces.from is Same"
+		return ns == home, "namespaces.from is Same"
 	case gwv1.NamespacesFromSelector:
 		if selector == nil {
 			return false, "namespaces.from is Selector with no selector"
