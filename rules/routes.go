@@ -192,9 +192,9 @@ func judgeListener(route Route, src *Source, l gwv1.ListenerEntry) (gwv1.RouteCo
 	if kinds := routeKinds(l); !slices.Contains(kinds, route.Kind) {
 		allows := "no kind of route"
 		if len(kinds) > 0 {
-			allows = "only " + strings.Join(kinds, ", ")
+			allows = strings.Join(kinds, ", ")
 		}
-		return gwv1.RouteReasonNotAllowedByListeners, fmt.Sprintf("does not allow %ss, %s: use a kind it allows, or another listener", route.Kind, allows)
+		return gwv1.RouteReasonNotAllowedByListeners, fmt.Sprintf("does not allow %ss (it allows %s): use a route of a kind it allows, or another listener", route.Kind, allows)
 	}
 	if GroupOf(l.Protocol).usesHostname() && l.Hostname != nil && !hostnamesIntersect(string(*l.Hostname), route.Hostnames) {
 		return gwv1.RouteReasonNoMatchingListenerHostname, fmt.Sprintf("serves hostname %s, which none of the route's hostnames matches: add one that does to spec.hostnames", *l.Hostname)
@@ -291,5 +291,5 @@ func acceptedMessage(src SourceRef, folded []gwv1.ListenerEntry, n int) string {
 	if len(folded) == 1 {
 		return fmt.Sprintf("Attached to listener %q of %s", folded[0].Name, src)
 	}
-	return fmt.Sprintf("Attached to %d of the %d listeners of %s this route selects", n, len(folded), src)
+	return fmt.Sprintf("Attached to %d of the %d folded listeners of %s this route selects", n, len(folded), src)
 }
