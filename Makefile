@@ -83,7 +83,7 @@ conformance: controlplane traefik build ## Run Gateway API's ListenerSet conform
 		GATEFOLD_BINARY=$(CURDIR)/bin/gatefold $(GO) test -count=1 -timeout 20m ./...
 	@for f in docs/conformance/gatefold-listenerset-results.md docs/conformance/traefik-listenerset-results.md; do \
 		if [ $$f -nt bin/conformance/started ]; then cat $$f; \
-		else echo "SKIPPED: this run did not write $$f (go test -v says why; GATEFOLD_CONFORMANCE_REQUIRE_TRAEFIK=1 fails instead): its table is an earlier run's"; fi; \
+		else echo "SKIPPED: this run did not write $$f (go test -v says why; GATEFOLD_REQUIRE_TRAEFIK=1 fails instead): its table is an earlier run's"; fi; \
 	done
 
 # BENCH_FLAGS go to the harness, e.g. BENCH_FLAGS='--only scale'. A run with

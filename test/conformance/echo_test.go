@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/gatefold/gatefold/internal/process"
+	"github.com/gatefold/gatefold/test/netns"
 )
 
 const (
@@ -43,7 +44,7 @@ var echoModes = []string{"GRPC_ECHO_SERVER", "TCP_ECHO_SERVER", "UDP_ECHO_SERVER
 // container would: it answers with the Pod's name and namespace, which the
 // suite checks. The Pods share the test's network namespace, so each
 // process listens on ports of its own, and each Pod gets an address of its
-// own in podNetwork, all of which are local there.
+// own in netns.PodNetwork, all of which are local there.
 type echoBackends struct {
 	binary, logDir string
 
@@ -95,7 +96,7 @@ func (e *echoBackends) start(pod *corev1.Pod) (*echoPod, error) {
 		return p, nil
 	}
 	n := len(e.pods) + 1
-	ip, err := podAddress(n)
+	ip, err := netns.PodAddress(n)
 	if err != nil {
 		return nil, err
 	}
@@ -122,14 +123,6 @@ func (e *echoBackends) start(pod *corev1.Pod) (*echoPod, error) {
 	go func() { _ = p.cmd.Wait(); log.Close(); close(p.exited) }()
 	e.pods[key] = p
 	return p, p.waitListening()
-}
-
-// podAddress is the n-th Pod's address in podNetwork: 198.18.1.n.
-func podAddress(n int) (netip.Addr, error) {
-	if n < 1 || n > 254 {
-		return netip.Addr{}, fmt.Errorf("no address for a %d-th Pod: the suite's base manifests have about 20", n)
-	}
-	return netip.AddrFrom4([4]byte{198, 18, 1, byte(n)}), nil
 }
 
 // waitListening waits until the server answers on its address.

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
 
 	"github.com/gatefold/gatefold/internal/devenv"
+	"github.com/gatefold/gatefold/test/netns"
 )
 
 // expectedFailuresEnv is set, to a childSpec in JSON, in the test binary
@@ -64,17 +65,6 @@ func childExitError(code int, out string) error {
 	return nil
 }
 
-// childTimeout is the -test.timeout flag of a child process of t's test
-// that leaves margin to t, and at least a second to the child; none
-// when t has no deadline.
-func childTimeout(t *testing.T, margin time.Duration) []string {
-	d, ok := t.Deadline()
-	if !ok {
-		return nil
-	}
-	return []string{"-test.timeout=" + max(time.Until(d)-margin, time.Second).String()}
-}
-
 // runExpectedFailures runs r's expected failures on the running cluster of
 // env and r's class, in a child process of this test binary (upstream's
 // suite fails the whole test when one test fails), in the same network
@@ -97,7 +87,7 @@ func runExpectedFailures(t *testing.T, env *devenv.Env, root string, r suiteRun,
 		t.Fatal(err)
 	}
 	// Time for this process to report what the child left.
-	args := append([]string{"-test.run=^" + t.Name() + "$", "-test.count=1", "-test.v"}, childTimeout(t, 20*time.Second)...)
+	args := append([]string{"-test.run=^" + t.Name() + "$", "-test.count=1", "-test.v"}, netns.ChildTimeout(t, 20*time.Second)...)
 	logPath := filepath.Join(root, r.failingLog)
 	logFile, err := os.Create(logPath)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gatefold/gatefold/internal/dataplane"
 	"github.com/gatefold/gatefold/internal/devenv"
+	"github.com/gatefold/gatefold/test/netns"
 	"github.com/gatefold/gatefold/test/testenv"
 )
 
@@ -32,9 +33,9 @@ const (
 // tests, unmodified, with Traefik (bin/traefik) as the implementation of
 // their class, carrying the traffic: gatefold installed from
 // config/self-signed folds the ListenerSets of Traefik's class, Traefik
-// serves the Gateways on gatewayAddress, ports 80 and 443, and upstream's
+// serves the Gateways on netns.GatewayAddress, ports 80 and 443, and upstream's
 // echo server serves the suite's backend Pods. All of it runs in a network
-// namespace of the test's own (runInNetNS), so nothing listens outside it.
+// namespace of the test's own (netns.Enter), so nothing listens outside it.
 //
 // The tests of failsToday run after the others, in a child process of this
 // one (runExpectedFailures), on the same cluster: the run fails when one of
@@ -46,16 +47,12 @@ func TestListenerSetConformanceTraefik(t *testing.T) {
 	}
 	traefik, err := dataplane.FindBinary("")
 	if errors.Is(err, dataplane.ErrNoBinary) {
-		skipTraefik(t, "Skipping the run with Traefik: %v", err)
+		netns.Skip(t, "Skipping the run with Traefik: %v", err)
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	if !inNetNS() {
-		runInNetNS(t)
+	if !netns.Enter(t) {
 		return
-	}
-	if err := setUpNetNS(); err != nil {
-		t.Fatal(err)
 	}
 	root, logDir := repoDirs(t, filepath.Join("conformance", "traefik"))
 	crds, err := devenv.GatewayAPICRDDir(root)
@@ -66,7 +63,7 @@ func TestListenerSetConformanceTraefik(t *testing.T) {
 	// the experimental channel serves.
 	env, err := devenv.Start(devenv.Options{
 		CRDDir: t.TempDir(), GatewayAPICRDDir: filepath.Join(filepath.Dir(crds), "experimental"),
-		AdvertiseAddress: apiServerAddress,
+		AdvertiseAddress: netns.APIServerAddress,
 		AuditLog:         filepath.Join(logDir, "audit.log"),
 	})
 	if err != nil {
@@ -86,20 +83,6 @@ func TestListenerSetConformanceTraefik(t *testing.T) {
 	runSuite(t, env, root, version, r)
 }
 
-// requireTraefikEnv, set to 1 (as CI does for make conformance), makes
-// every reason to skip the run with Traefik fail it instead.
-const requireTraefikEnv = "GATEFOLD_CONFORMANCE_REQUIRE_TRAEFIK"
-
-// skipTraefik skips t, saying why (format, args), or fails it so when
-// $GATEFOLD_CONFORMANCE_REQUIRE_TRAEFIK is 1.
-func skipTraefik(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv(requireTraefikEnv) == "1" {
-		t.Fatalf(format+" ($"+requireTraefikEnv+"=1 requires the run)", args...)
-	}
-	t.Skipf(format, args...)
-}
-
 // traefikRun judges gatefold with Traefik carrying the traffic.
 var traefikRun = suiteRun{
 	class:       traefikClassName,
@@ -111,7 +94,7 @@ var traefikRun = suiteRun{
 }
 
 // startTraefik runs Traefik as the implementation of traefikClassName on
-// gatewayAddress, traefikHTTPPort and traefikHTTPSPort, with experimentalChannel, until the
+// netns.GatewayAddress, traefikHTTPPort and traefikHTTPSPort, with experimentalChannel, until the
 // test ends, and returns its version.
 func startTraefik(t *testing.T, env *devenv.Env, binary, logDir string) string {
 	t.Helper()
@@ -121,7 +104,7 @@ func startTraefik(t *testing.T, env *devenv.Env, binary, logDir string) string {
 	}
 	dp, err := dataplane.Start(context.Background(), env.Client, dataplane.Options{
 		Binary: binary, Kubeconfig: kubeconfig, Dir: logDir,
-		HTTPPort: traefikHTTPPort, HTTPSPort: traefikHTTPSPort, Address: gatewayAddress,
+		HTTPPort: traefikHTTPPort, HTTPSPort: traefikHTTPSPort, Address: netns.GatewayAddress,
 		ExperimentalChannel: true,
 		GatewayClass:        traefikClassName,
 	})
