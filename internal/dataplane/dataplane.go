@@ -77,6 +77,12 @@ type Options struct {
 	// GatewayClass is the GatewayClass of controller ControllerName to
 	// create (or keep, if it exists); empty means DefaultGatewayClass.
 	GatewayClass string
+	// CRDProvider turns on Traefik's kubernetesCRD provider too, through
+	// which an HTTPRoute's ExtensionRef filter names a Traefik Middleware
+	// (group traefik.io) of the route's namespace: the control plane must
+	// then serve Traefik's CRDs (its
+	// docs/content/reference/dynamic-configuration/kubernetes-crd-definition-v1.yml).
+	CRDProvider bool
 }
 
 // DataPlane is a running Traefik with its echo backends.
@@ -94,6 +100,7 @@ type DataPlane struct {
 	LogPath, AccessLogPath string
 
 	experimental bool
+	crdProvider  bool
 	cmd          *exec.Cmd
 	exited       chan struct{}
 	waitErr      error
@@ -218,15 +225,18 @@ func startEcho(name string) (string, *http.Server, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("listening for echo backend %s: %w", name, err)
 	}
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			fmt.Fprintf(w, "backend=%s host=%s path=%s\n", name, r.Host, r.URL.Path)
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	srv := &http.Server{Handler: Echo(name), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	return "http://" + l.Addr().String(), srv, nil
+}
+
+// Echo answers every request as echo backend name does:
+// "backend=<name> host=<Host header> path=<path>".
+func Echo(name string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintf(w, "backend=%s host=%s path=%s\n", name, r.Host, r.URL.Path)
+	})
 }
 
 // newDataPlane is the DataPlane Start runs for opts, not started: opts
@@ -237,6 +247,7 @@ func newDataPlane(opts Options) *DataPlane {
 		HTTPSPort:     cmp.Or(opts.HTTPSPort, DefaultHTTPSPort),
 		Address:       cmp.Or(opts.Address, "127.0.0.1"),
 		experimental:  opts.ExperimentalChannel,
+		crdProvider:   opts.CRDProvider,
 		GatewayClass:  cmp.Or(opts.GatewayClass, DefaultGatewayClass),
 		Backends:      map[string]string{},
 		LogPath:       filepath.Join(opts.Dir, "traefik.log"),
@@ -263,6 +274,16 @@ func (d *DataPlane) writeConfig(dir string) (string, error) {
 			"transport": map[string]any{"lifeCycle": map[string]any{"graceTimeOut": "1s"}},
 		}
 	}
+	providers := map[string]any{
+		"kubernetesGateway": map[string]any{
+			"statusAddress":       map[string]any{"ip": d.Address},
+			"experimentalChannel": d.experimental,
+		},
+		"file": map[string]any{"filename": dynamic},
+	}
+	if d.crdProvider {
+		providers["kubernetesCRD"] = map[string]any{}
+	}
 	static := filepath.Join(dir, "traefik.yaml")
 	return static, writeYAML(static, map[string]any{
 		// Nothing leaves the machine: no version check, no usage report.
@@ -271,13 +292,7 @@ func (d *DataPlane) writeConfig(dir string) (string, error) {
 			"web":       entryPoint(d.HTTPPort),
 			"websecure": entryPoint(d.HTTPSPort),
 		},
-		"providers": map[string]any{
-			"kubernetesGateway": map[string]any{
-				"statusAddress":       map[string]any{"ip": d.Address},
-				"experimentalChannel": d.experimental,
-			},
-			"file": map[string]any{"filename": dynamic},
-		},
+		"providers": providers,
 		"log":       map[string]any{"level": "INFO", "noColor": true},
 		"accessLog": map[string]any{"filePath": d.AccessLogPath},
 	})

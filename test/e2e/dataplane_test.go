@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -112,6 +113,7 @@ type prober struct {
 // answer is what one request got.
 type answer struct {
 	status int
+	header http.Header
 	body   string
 	cert   *x509.Certificate // the leaf Traefik served over HTTPS, in a completed handshake
 	err    error
@@ -179,7 +181,7 @@ func (p *prober) get(scheme, host, path string) answer {
 func (p *prober) getAt(port int, scheme, host, path string) answer {
 	var a answer
 	var mu sync.Mutex
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	addr := net.JoinHostPort(p.dp.Address, strconv.Itoa(port))
 	transport := &http.Transport{DisableKeepAlives: true, Proxy: nil}
 	url := fmt.Sprintf("http://%s%s", addr, path)
 	if scheme == "HTTPS" {
@@ -218,15 +220,15 @@ func (p *prober) getAt(port int, scheme, host, path string) answer {
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	a.status, a.body, a.err = resp.StatusCode, string(body), err
+	a.status, a.header, a.body, a.err = resp.StatusCode, resp.Header, string(body), err
 	return a
 }
 
 func (p *prober) describeAt(port int, scheme, host, path string) string {
 	if scheme == "HTTPS" {
-		return fmt.Sprintf("HTTPS %s%s (SNI %s) to 127.0.0.1:%d", host, path, host, port)
+		return fmt.Sprintf("HTTPS %s%s (SNI %s) to %s:%d", host, path, host, p.dp.Address, port)
 	}
-	return fmt.Sprintf("HTTP %s%s (Host %s) to 127.0.0.1:%d", host, path, host, port)
+	return fmt.Sprintf("HTTP %s%s (Host %s) to %s:%d", host, path, host, p.dp.Address, port)
 }
 
 func (p *prober) describe(scheme, host, path string) string {

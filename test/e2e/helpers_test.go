@@ -57,17 +57,24 @@ const installNamespace = "gatefold-system"
 // go.mod: the real CRDs the default overlay's objects must satisfy.
 func certManagerCRDs(t *testing.T) string {
 	t.Helper()
+	return filepath.Join(moduleDir(t, ".", "github.com/cert-manager/cert-manager"), "deploy", "crds")
+}
+
+// moduleDir is the folder of module, as the go.mod of the repository's
+// folder dir requires it, in the module cache.
+func moduleDir(t *testing.T, dir, module string) string {
+	t.Helper()
 	root, err := devenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/cert-manager/cert-manager")
-	cmd.Dir = root
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = filepath.Join(root, dir)
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("Finding the cert-manager module: %v", err)
+		t.Fatalf("Finding module %s of %s: %v", module, cmd.Dir, err)
 	}
-	return filepath.Join(strings.TrimSpace(string(out)), "deploy", "crds")
+	return strings.TrimSpace(string(out))
 }
 
 // overlay is the folder of config/<name>.

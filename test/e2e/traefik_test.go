@@ -144,7 +144,7 @@ func TestTraefikServesWhatGatefoldFolds(t *testing.T) {
 	for _, lf := range []*v1alpha1.ListenerFragment{checkout, catalog, blog} {
 		waitProgrammed(t, c, lf, map[gwv1.SectionName]int32{"http": 1, "https": 1})
 	}
-	waitListenerSetProgrammed(t, c, deals)
+	waitListenerSetProgrammed(t, c, deals, map[gwv1.SectionName]int32{"http": 1})
 	checkGatewayAddress(t, c, gw)
 
 	// The route the listener does not admit is refused by Traefik, and its
@@ -262,8 +262,9 @@ func checkStatusWriters(t *testing.T, audit string, gw *gwv1.Gateway) {
 }
 
 // waitListenerSetProgrammed waits until Traefik's report reached the
-// ListenerSet's status.
-func waitListenerSetProgrammed(t *testing.T, c client.Client, ls *gwv1.ListenerSet) {
+// ListenerSet's status: Programmed at its generation, and each of its
+// listeners with the attachedRoutes given.
+func waitListenerSetProgrammed(t *testing.T, c client.Client, ls *gwv1.ListenerSet, attached map[gwv1.SectionName]int32) {
 	t.Helper()
 	key := client.ObjectKeyFromObject(ls)
 	testenv.Eventually(t, servedWithin, func() error {
@@ -271,13 +272,16 @@ func waitListenerSetProgrammed(t *testing.T, c client.Client, ls *gwv1.ListenerS
 		get(t, c, key, current)
 		cond := meta.FindStatusCondition(current.Status.Conditions, string(gwv1.ListenerSetConditionProgrammed))
 		ok := cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == current.Generation &&
-			len(current.Status.Listeners) == 1 && current.Status.Listeners[0].AttachedRoutes == 1
+			len(current.Status.Listeners) == len(attached)
+		for _, l := range current.Status.Listeners {
+			ok = ok && attached[l.Name] == l.AttachedRoutes
+		}
 		if ok {
 			return nil
 		}
-		return fmt.Errorf("waiting for Traefik's report on ListenerSet %s to reach its status; last: Programmed %s, listeners %+v", key, testenv.ConditionString(cond), current.Status.Listeners)
+		return fmt.Errorf("waiting for Traefik's report on ListenerSet %s to reach its status, attachedRoutes %v; last: Programmed %s, listeners %+v", key, attached, testenv.ConditionString(cond), current.Status.Listeners)
 	})
-	t.Logf("ListenerSet %s: Programmed, its listener with 1 attached route", key)
+	t.Logf("ListenerSet %s: Programmed, its listeners with attachedRoutes %v", key, attached)
 }
 
 // waitRouteRefused waits until Traefik refuses the route on each of its

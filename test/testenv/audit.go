@@ -13,6 +13,9 @@ import (
 type AuditEvent struct {
 	Verb      string `json:"verb"`
 	UserAgent string `json:"userAgent"`
+	User      struct {
+		Username string `json:"username"`
+	} `json:"user"`
 	ObjectRef struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
