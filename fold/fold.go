@@ -56,6 +56,16 @@ type Input struct {
 	// Head is set when the Gateway is a sibling in the pool of Head: its
 	// fragments must name the head, and nothing is folded into it.
 	Head *types.NamespacedName
+	// ListenerSetGateway is the Gateway gatefold keeps beside this one for
+	// the listeners of its ListenerSets (rules.ListenerSetGatewayName), as
+	// read; nil when there is none. No ListenerSet listener is folded into
+	// the Gateway itself or its pool's siblings, so that a route naming the
+	// Gateway never reaches one (GEP-1713).
+	ListenerSetGateway *Sibling
+	// ListenerSetGatewayBlocked says why no ListenerSet can be folded now:
+	// a Gateway of that name is not gatefold's, or is being deleted. Empty
+	// when they can.
+	ListenerSetGatewayBlocked string
 }
 
 // Result is what the fold decided for one Gateway.
@@ -68,6 +78,10 @@ type Result struct {
 	Own []gwv1.Listener
 	// Siblings are, for a pool, the listeners of each sibling.
 	Siblings []SiblingListeners
+	// ListenerSetGateway is what the fold decided for the Gateway of the
+	// ListenerSets (Input.ListenerSetGateway): nil when it neither exists
+	// nor is needed; without listeners when it exists and is not needed.
+	ListenerSetGateway *SiblingListeners
 	// Statuses are the fragments' statuses by namespace/name. Conditions
 	// carry no lastTransitionTime: the writer keeps the stored one.
 	Statuses map[rules.SourceRef]v1alpha1.ListenerFragmentStatus
@@ -140,6 +154,10 @@ func Fold(in Input) Result {
 				fmt.Sprintf("The API server refused this %s's listeners on Gateway %s: %s", src.Kind, gatewayKey(in.Gateway), msg))
 			continue
 		}
+		if src.Kind == rules.KindListenerSet && in.ListenerSetGatewayBlocked != "" {
+			res.Statuses[src.Ref()] = NotAccepted(src, v1alpha1.FragmentReasonListenersNotValid, in.ListenerSetGatewayBlocked)
+			continue
+		}
 		placeable = append(placeable, *src)
 	}
 	if in.Head != nil {
@@ -177,6 +195,7 @@ func Fold(in Input) Result {
 	}
 	res.Listeners = p.rooms[0].listeners
 	res.Siblings = p.siblings()
+	res.ListenerSetGateway = p.listenerSetGateway()
 	return res
 }
 
@@ -210,6 +229,9 @@ func Handovers(in *Input, res Result) []Handover {
 		for _, s := range in.Pool.Siblings {
 			gateways = append(gateways, s.Gateway)
 		}
+	}
+	if in.ListenerSetGateway != nil {
+		gateways = append(gateways, in.ListenerSetGateway.Gateway)
 	}
 	for _, gw := range gateways {
 		for _, l := range gw.Spec.Listeners {

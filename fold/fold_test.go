@@ -620,7 +620,7 @@ func TestFoldConflictMessageKeepsOtherTenantsPrivate(t *testing.T) {
 func checkInvariants(t *testing.T, in Input, r Result) {
 	t.Helper()
 	if in.Gateway == nil || in.Head != nil {
-		if len(r.Listeners) != 0 || len(r.Siblings) != 0 {
+		if len(r.Listeners) != 0 || len(r.Siblings) != 0 || r.ListenerSetGateway != nil {
 			t.Fatalf("Folded listeners into a missing Gateway or a sibling")
 		}
 		return
@@ -648,6 +648,41 @@ func checkInvariants(t *testing.T, in Input, r Result) {
 	}
 	for _, s := range r.Siblings {
 		gateways[s.Name] = s.Listeners
+	}
+	// ListenerSets land on their own Gateway, which carries none of the
+	// Gateway's own listeners and no fragment's (GEP-1713: a route naming
+	// the Gateway never reaches a ListenerSet's listener).
+	setGateway := rules.ListenerSetGatewayName(in.Gateway.Name)
+	kinds := map[gwv1.SectionName]string{}
+	for i := range in.Sources {
+		for _, l := range in.Sources[i].Listeners {
+			kinds[rules.GatewayListenerName(in.Sources[i].Ref(), l.Name)] = in.Sources[i].Kind
+		}
+	}
+	if s := in.ListenerSetGateway; s != nil {
+		for _, l := range rules.OwnListeners(s.Gateway, s.Managed, in.Sources) {
+			extra[setGateway]++
+			held = append(held, rules.Holder{Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)})
+		}
+	}
+	if s := r.ListenerSetGateway; s != nil {
+		if s.Name != setGateway {
+			t.Fatalf("The Gateway of the ListenerSets is named %s, want %s", s.Name, setGateway)
+		}
+		if s.Gateway == nil && len(s.Listeners) == 0 {
+			t.Fatalf("The fold would create Gateway %s without a listener", s.Name)
+		}
+		gateways[s.Name] = s.Listeners
+		extra[s.Name] -= len(ownLs) // it does not carry the Gateway's own
+	} else if in.ListenerSetGateway != nil {
+		t.Fatalf("The fold forgot Gateway %s, which exists", setGateway)
+	}
+	for name, ls := range gateways {
+		for _, l := range ls {
+			if onSets := name == setGateway; onSets != (kinds[l.Name] == rules.KindListenerSet) {
+				t.Fatalf("Listener %q of a %s was folded into Gateway %s", l.Name, kinds[l.Name], name)
+			}
+		}
 	}
 	folded := 0
 	for name, ls := range gateways {
@@ -741,7 +776,11 @@ func fuzzInput(data []byte) Input {
 		for j := range 1 + next()%4 {
 			ls = append(ls, listener(fmt.Sprintf("l%d", j)))
 		}
-		in.Sources = append(in.Sources, fragment(namespaces[next()%len(namespaces)], fmt.Sprintf("f%d", i), next()%4, ls...))
+		src := fragment(namespaces[next()%len(namespaces)], fmt.Sprintf("f%d", i), next()%4, ls...)
+		if next()%4 == 0 {
+			src = listenerSet(src.Namespace, src.Name, next()%4, ls...)
+		}
+		in.Sources = append(in.Sources, src)
 	}
 	if in.Gateway != nil && next()%3 == 0 {
 		// A pool whose sibling carries some fragments' listeners, as an
@@ -767,6 +806,30 @@ func fuzzInput(data []byte) Input {
 		if next()%2 == 0 {
 			in.Pool.NoGrowth = "refused"
 		}
+	}
+	switch {
+	case in.Gateway == nil:
+	case next()%3 == 0:
+		// The Gateway of the ListenerSets, carrying some of their listeners
+		// as an earlier fold left them, and maybe one someone else added.
+		gw := gateway(gwv1.NamespacesFromAll)
+		gw.Name = rules.ListenerSetGatewayName(in.Gateway.Name)
+		managed := sets.New[gwv1.SectionName]()
+		for _, src := range in.Sources {
+			for _, l := range src.Listeners {
+				if src.Kind == rules.KindListenerSet && next()%2 == 0 {
+					gw.Spec.Listeners = append(gw.Spec.Listeners, Listener(&src, l))
+					managed.Insert(rules.GatewayListenerName(src.Ref(), l.Name))
+				}
+			}
+		}
+		if next()%4 == 0 {
+			e := listener("foreign")
+			gw.Spec.Listeners = append(gw.Spec.Listeners, gwv1.Listener{Name: e.Name, Port: e.Port, Protocol: e.Protocol, Hostname: e.Hostname})
+		}
+		in.ListenerSetGateway = &Sibling{Gateway: gw, Managed: managed}
+	case next()%5 == 0:
+		in.ListenerSetGatewayBlocked = "taken"
 	}
 	return in
 }
@@ -924,12 +987,21 @@ func TestFoldOrdersListenerSetsAndFragmentsAsOne(t *testing.T) {
 	if diff := cmp.Diff(want, outcomes(r)); diff != "" {
 		t.Errorf("Outcomes (-want +got):\n%s", diff)
 	}
-	names := map[gwv1.SectionName]bool{}
-	for _, l := range r.Listeners {
-		names[l.Name] = true
+	// One board for both, two Gateways: the fragment's listener is the
+	// Gateway's, the ListenerSet's is on the Gateway of its ListenerSets.
+	names := func(ls []gwv1.Listener) map[gwv1.SectionName]bool {
+		out := map[gwv1.SectionName]bool{}
+		for _, l := range ls {
+			out[l.Name] = true
+		}
+		return out
 	}
-	if set, frag := v1alpha1.ListenerSetListenerName("shop", "app", "web"), v1alpha1.ListenerName("shop", "app", "web"); !names[set] || !names[frag] {
-		t.Errorf("Folded listeners %v, want both %s (the ListenerSet's) and %s (the fragment's)", slices.Collect(maps.Keys(names)), set, frag)
+	set, frag := v1alpha1.ListenerSetListenerName("shop", "app", "web"), v1alpha1.ListenerName("shop", "app", "web")
+	if got := names(r.Listeners); got[set] || !got[frag] {
+		t.Errorf("Gateway listeners %v, want %s (the fragment's) and not %s (the ListenerSet's)", slices.Collect(maps.Keys(got)), frag, set)
+	}
+	if r.ListenerSetGateway == nil || r.ListenerSetGateway.Name != "shared-listenersets" || !names(r.ListenerSetGateway.Listeners)[set] {
+		t.Errorf("Gateway of the ListenerSets = %+v, want shared-listenersets with %s", r.ListenerSetGateway, set)
 	}
 
 	// Upstream's ListenerSet status: a set none of whose listeners folds is

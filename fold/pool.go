@@ -2,6 +2,7 @@ package fold
 
 import (
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -48,13 +49,15 @@ type SiblingListeners struct {
 	Listeners []gwv1.Listener
 }
 
-// pool is the Gateways one fold fills. A Gateway that heads no pool is a pool
-// of one room whose board keeps the MaxListeners limit; in a real pool a tuple
-// is taken once for all rooms (one unlimited board), each room's room is
-// counted apart, and a folded source stays where it is.
+// pool is the Gateways one fold fills: the Gateway, its pool's siblings, and
+// the Gateway of its ListenerSets. A tuple is taken once for all rooms (one
+// unlimited board), each room's room is counted apart, and in a pool a folded
+// fragment stays where it is. Fragments land on the Gateway or, in a pool, a
+// sibling; ListenerSets only on their own Gateway (sets).
 type pool struct {
 	board  *rules.Board
 	rooms  []*room
+	sets   *room
 	pooled bool
 	// stays are the rooms that carry a source's listeners now.
 	stays    map[rules.SourceRef]stay
@@ -91,26 +94,24 @@ type stay struct {
 // places, in precedence order.
 func newPool(in *Input, own []gwv1.Listener, sources, placeable []rules.Source) *pool {
 	head := &room{gw: in.Gateway, exists: true, managed: in.Managed, since: in.CarriedSince, taken: len(own)}
-	p := &pool{board: rules.OwnBoard(own), rooms: []*room{head}, head: in.Gateway, own: len(own)}
+	p := &pool{board: rules.OwnBoard(own).Unlimited(), rooms: []*room{head}, head: in.Gateway, own: len(own)}
+	if s := in.ListenerSetGateway; s != nil {
+		p.sets = &room{gw: s.Gateway, exists: true, managed: s.Managed, since: s.CarriedSince, taken: p.takeForeign(*s, sources)}
+	}
 	if in.Pool == nil {
 		return p
 	}
 	p.pooled, p.noGrowth, p.draining, p.names = true, in.Pool.NoGrowth, in.Pool.Draining, in.Pool.Names
-	p.board.Unlimited()
 	for _, s := range in.Pool.Siblings {
-		// Listeners someone else added to a sibling are its own too.
-		foreign := rules.OwnListeners(s.Gateway, s.Managed, sources)
-		for _, l := range foreign {
-			p.board.Take(rules.Holder{Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)})
-		}
-		p.rooms = append(p.rooms, &room{gw: s.Gateway, exists: true, managed: s.Managed, since: s.CarriedSince, taken: len(own) + len(foreign)})
+		p.rooms = append(p.rooms, &room{gw: s.Gateway, exists: true, managed: s.Managed, since: s.CarriedSince, taken: len(own) + p.takeForeign(s, sources)})
 	}
-	p.stays = stays(p.rooms, placeable)
+	fragments := slices.DeleteFunc(slices.Clone(placeable), func(src rules.Source) bool { return src.Kind == rules.KindListenerSet })
+	p.stays = stays(p.rooms, fragments)
 	// Room is reserved oldest first: where a Gateway no longer holds what
 	// its sources carry (the head's own listeners grew), its youngest ones
 	// lose their place, and move as new ones would.
-	for i := range placeable {
-		key := placeable[i].Ref()
+	for i := range fragments {
+		key := fragments[i].Ref()
 		if s, ok := p.stays[key]; ok {
 			if r := p.rooms[s.room]; r.taken+r.reserved+s.carried.Len() > rules.MaxListeners {
 				delete(p.stays, key)
@@ -120,6 +121,16 @@ func newPool(in *Input, own []gwv1.Listener, sources, placeable []rules.Source) 
 		}
 	}
 	return p
+}
+
+// takeForeign puts on the board the listeners someone else added to a
+// Gateway gatefold created, which are its own too, and returns how many.
+func (p *pool) takeForeign(s Sibling, sources []rules.Source) int {
+	foreign := rules.OwnListeners(s.Gateway, s.Managed, sources)
+	for _, l := range foreign {
+		p.board.Take(rules.Holder{Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)})
+	}
+	return len(foreign)
 }
 
 // stays finds, for every source, the room that carries most of its
@@ -162,10 +173,17 @@ func stays(rooms []*room, sources []rules.Source) map[rules.SourceRef]stay {
 // returns what became of each, and the room it landed in (the head when
 // none landed).
 func (p *pool) place(src *rules.Source, grants map[string][]gwv1.ReferenceGrant, withheld map[int]rules.Placement) ([]rules.Placement, *room) {
-	if !p.pooled {
-		return p.board.PlaceWithout(src, grants, gatewayKey(p.head), withheld), p.rooms[0]
-	}
 	t := p.board.Try(src, grants, gatewayKey(p.head), withheld)
+	switch {
+	case src.Kind == rules.KindListenerSet:
+		return p.placeSet(src, t)
+	case !p.pooled:
+		head := p.rooms[0]
+		if len(t.Fits) > head.free() {
+			return t.NoRoom(rules.TooManyListenersMessage(gatewayKey(p.head), head.taken, src.Kind, len(t.Fits))), head
+		}
+		return p.commit(src, t, t.Fits, head), head
+	}
 	s, stays := p.stays[src.Ref()]
 	if stays {
 		p.rooms[s.room].reserved -= s.carried.Len()
@@ -178,7 +196,7 @@ func (p *pool) place(src *rules.Source, grants map[string][]gwv1.ReferenceGrant,
 		// what it carries there, so its traffic is never cut over.
 		r := p.rooms[s.room]
 		if len(t.Fits) <= r.free() {
-			return p.commit(src, t, t.Fits, s.room), r
+			return p.commit(src, t, t.Fits, r), r
 		}
 		var kept []int
 		for _, i := range t.Fits {
@@ -189,31 +207,27 @@ func (p *pool) place(src *rules.Source, grants map[string][]gwv1.ReferenceGrant,
 		if len(kept) > 0 && len(kept) <= r.free() {
 			t.NoRoom(fmt.Sprintf("Gateway %s, which carries this %s's other listeners, has no room for %d more and a folded %s never moves: put them in a new %s, or free room there",
 				gatewayKey(r.gw), src.Kind, len(t.Fits)-len(kept), src.Kind, src.Kind))
-			return p.commit(src, t, kept, s.room), r
+			return p.commit(src, t, kept, r), r
 		}
 		// None of what it carries is still wanted (its listeners were
 		// renamed or now conflict): it is placed as a new source.
 	}
 	need := len(t.Fits)
 	// Counted as admission and the claims count it: every listener.
-	if msg := rules.NeverFits(src.Kind, len(src.Listeners), p.own, gatewayKey(p.head), true); msg != "" && src.Kind != rules.KindListenerSet {
+	if msg := rules.NeverFits(src.Kind, len(src.Listeners), p.own, gatewayKey(p.head), true); msg != "" {
 		return t.NoRoom(msg), p.rooms[0]
 	}
 	candidates := len(p.rooms)
-	if src.Kind == rules.KindListenerSet || p.draining {
-		// A ListenerSet's listeners belong to the Gateway it names; and
-		// once the head is unmarked, what is new lands on it alone.
+	if p.draining {
+		// Once the head is unmarked, what is new lands on it alone.
 		candidates = 1
 	}
 	for i := range candidates {
 		if need <= p.rooms[i].free() {
-			return p.commit(src, t, t.Fits, i), p.rooms[i]
+			return p.commit(src, t, t.Fits, p.rooms[i]), p.rooms[i]
 		}
 	}
 	switch {
-	case src.Kind == rules.KindListenerSet:
-		return t.NoRoom(fmt.Sprintf("Gateway %s has %d of its %d listeners taken and this ListenerSet needs %d; a pool spreads no ListenerSet: remove listeners, or use ListenerFragments",
-			gatewayKey(p.head), p.rooms[0].taken+p.rooms[0].reserved, rules.MaxListeners, need)), p.rooms[0]
 	case p.draining:
 		return t.NoRoom(rules.TooManyListenersMessage(gatewayKey(p.head), p.rooms[0].taken+p.rooms[0].reserved, src.Kind, need)), p.rooms[0]
 	case p.noGrowth != "":
@@ -221,7 +235,25 @@ func (p *pool) place(src *rules.Source, grants map[string][]gwv1.ReferenceGrant,
 			len(p.rooms), gatewayKey(p.head), src.Kind, need, p.noGrowth)), p.rooms[0]
 	}
 	i := p.grow()
-	return p.commit(src, t, t.Fits, i), p.rooms[i]
+	return p.commit(src, t, t.Fits, p.rooms[i]), p.rooms[i]
+}
+
+// placeSet places the listeners of a ListenerSet that fit (t), all or none,
+// on the Gateway of the ListenerSets, created when one lands there first.
+func (p *pool) placeSet(src *rules.Source, t rules.Trial) ([]rules.Placement, *room) {
+	if len(t.Fits) == 0 {
+		return t.Placements, p.rooms[0]
+	}
+	if p.sets == nil {
+		gw := &gwv1.Gateway{}
+		gw.Namespace, gw.Name = p.head.Namespace, rules.ListenerSetGatewayName(p.head.Name)
+		p.sets = &room{gw: gw}
+	}
+	if r := p.sets; len(t.Fits) > r.free() {
+		return t.NoRoom(fmt.Sprintf("Gateway %s, where gatefold folds the ListenerSets of Gateway %s, has %d of its %d listeners taken and this ListenerSet needs %d: remove listeners, or use ListenerFragments",
+			gatewayKey(r.gw), gatewayKey(p.head), r.taken, rules.MaxListeners, len(t.Fits))), p.rooms[0]
+	}
+	return p.commit(src, t, t.Fits, p.sets), p.sets
 }
 
 // grow adds a room for a sibling to create, named by the first number free.
@@ -240,8 +272,8 @@ func (p *pool) grow() int {
 	return len(p.rooms) - 1
 }
 
-func (p *pool) commit(src *rules.Source, t rules.Trial, fits []int, i int) []rules.Placement {
-	p.rooms[i].taken += len(fits)
+func (p *pool) commit(src *rules.Source, t rules.Trial, fits []int, r *room) []rules.Placement {
+	r.taken += len(fits)
 	return p.board.Commit(src, t, fits)
 }
 
@@ -249,11 +281,25 @@ func (p *pool) commit(src *rules.Source, t rules.Trial, fits []int, i int) []rul
 func (p *pool) siblings() []SiblingListeners {
 	var out []SiblingListeners
 	for _, r := range p.rooms[1:] {
-		s := SiblingListeners{Name: r.gw.Name, Managed: r.managed, Listeners: r.listeners}
-		if r.exists {
-			s.Gateway = r.gw
-		}
-		out = append(out, s)
+		out = append(out, r.decided())
 	}
 	return out
+}
+
+// listenerSetGateway returns what the fold decided for the Gateway of the
+// ListenerSets, nil when it neither exists nor is needed.
+func (p *pool) listenerSetGateway() *SiblingListeners {
+	if p.sets == nil {
+		return nil
+	}
+	s := p.sets.decided()
+	return &s
+}
+
+func (r *room) decided() SiblingListeners {
+	s := SiblingListeners{Name: r.gw.Name, Managed: r.managed, Listeners: r.listeners}
+	if r.exists {
+		s.Gateway = r.gw
+	}
+	return s
 }

@@ -71,7 +71,19 @@ func perGateway(r Result) map[string]int {
 	for _, s := range r.Siblings {
 		out[s.Name] = len(s.Listeners)
 	}
+	if s := r.ListenerSetGateway; s != nil {
+		out[s.Name] = len(s.Listeners)
+	}
 	return out
+}
+
+// setGateway is the Gateway of the ListenerSets of infra/shared carrying
+// the sources' listeners as an earlier fold left them.
+func setGateway(sources ...rules.Source) *Sibling {
+	gw := gateway(gwv1.NamespacesFromAll)
+	gw.Name = rules.ListenerSetGatewayName("shared")
+	gw, managed := carrying(gw, nil, sources...)
+	return &Sibling{Gateway: gw, Managed: managed}
 }
 
 func TestPoolPlacement(t *testing.T) {
@@ -199,14 +211,77 @@ func TestPoolPlacement(t *testing.T) {
 			per:     map[string]int{"shared": 0},
 			reasons: map[string]string{"shop/big": "TooManyListeners: This ListenerFragment needs 64 listeners, and a Gateway of the pool of infra/shared holds at most 63 besides the head's 1 own: split it into ListenerFragments of at most 63"},
 		},
-		"a ListenerSet stays on the Gateway it names": {
+		"a full pool head's ListenerSet lands on the Gateway of its ListenerSets": {
 			input: func() Input {
 				head, managed := carrying(poolHead(), nil, routes(0, 63)...)
 				ls := listenerSet("shop", "set", 100, entry("web", 443, gwv1.HTTPSProtocolType, "set.example.com"))
 				return Input{Gateway: head, Managed: managed, Sources: append(routes(0, 63), ls), Pool: &Pool{Names: sets.New("shared")}}
 			},
-			per:     map[string]int{"shared": 63},
-			reasons: map[string]string{"ListenerSet shop/set/web": "TooManyListeners: Gateway infra/shared has 64 of its 64 listeners taken and this ListenerSet needs 1; a pool spreads no ListenerSet: remove listeners, or use ListenerFragments"},
+			per:    map[string]int{"shared": 63, "shared-listenersets": 1},
+			landed: map[string]string{"set": "shared-listenersets"},
+		},
+		"a ListenerSet never lands on the Gateway it names, nor a fragment on the Gateway of the ListenerSets": {
+			input: func() Input {
+				return Input{Gateway: gateway(gwv1.NamespacesFromAll, own("http", 80, gwv1.HTTPProtocolType, "")), Managed: sets.New[gwv1.SectionName](), Sources: []rules.Source{
+					listenerSet("shop", "set", 0, entry("web", 443, gwv1.HTTPSProtocolType, "set.example.com")),
+					fragment("shop", "frag", 1, entry("web", 443, gwv1.HTTPSProtocolType, "frag.example.com")),
+				}}
+			},
+			per:    map[string]int{"shared": 1, "shared-listenersets": 1},
+			landed: map[string]string{"set": "shared-listenersets", "frag": "shared"},
+		},
+		"tuples are unique across the Gateway, its siblings and the Gateway of its ListenerSets": {
+			input: func() Input {
+				old := fragment("shop", "old", 0, entry("web", 443, gwv1.HTTPSProtocolType, "a.example.com"))
+				first := listenerSet("shop", "first", 1, entry("web", 443, gwv1.HTTPSProtocolType, "b.example.com"))
+				sib, managed := carrying(sibling(2), nil, old)
+				return Input{Gateway: poolHead(), Managed: sets.New[gwv1.SectionName](), Sources: []rules.Source{
+					old, first,
+					listenerSet("shop", "set", 2, entry("web", 443, gwv1.HTTPSProtocolType, "a.example.com")),
+					listenerSet("shop", "own", 3, entry("http", 80, gwv1.HTTPProtocolType, "")),
+					fragment("shop", "young", 4, entry("web", 443, gwv1.HTTPSProtocolType, "b.example.com")),
+				}, Pool: &Pool{Names: sets.New("shared", sib.Name), Siblings: []Sibling{{Gateway: sib, Managed: managed}}}}
+			},
+			per:    map[string]int{"shared": 0, "shared-2": 1, "shared-listenersets": 1},
+			landed: map[string]string{"old": "shared-2", "first": "shared-listenersets"},
+			reasons: map[string]string{
+				"ListenerSet shop/set/web": "HostnameConflict", "ListenerSet shop/own/http": "HostnameConflict", "shop/young/web": "HostnameConflict",
+			},
+		},
+		"the Gateway of the ListenerSets holds 64 of theirs, whatever the Gateway's own": {
+			input: func() Input {
+				var ls []gwv1.ListenerEntry
+				for i := range 64 {
+					ls = append(ls, entry(fmt.Sprintf("l%d", i), 443, gwv1.HTTPSProtocolType, fmt.Sprintf("h%d.example.com", i)))
+				}
+				return Input{Gateway: gateway(gwv1.NamespacesFromAll, own("http", 80, gwv1.HTTPProtocolType, "")), Managed: sets.New[gwv1.SectionName](), Sources: []rules.Source{
+					listenerSet("shop", "big", 0, ls...),
+					listenerSet("shop", "more", 1, entry("web", 443, gwv1.HTTPSProtocolType, "more.example.com")),
+					fragment("shop", "frag", 2, entry("web", 443, gwv1.HTTPSProtocolType, "frag.example.com")),
+				}}
+			},
+			per:    map[string]int{"shared": 1, "shared-listenersets": 64},
+			landed: map[string]string{"big": "shared-listenersets", "frag": "shared"},
+			reasons: map[string]string{"ListenerSet shop/more/web": "TooManyListeners: Gateway infra/shared-listenersets, where gatefold folds the ListenerSets of Gateway infra/shared, " +
+				"has 64 of its 64 listeners taken and this ListenerSet needs 1: remove listeners, or use ListenerFragments"},
+		},
+		"a ListenerSet's listener an older gatefold folded into the Gateway moves to the Gateway of the ListenerSets": {
+			input: func() Input {
+				set := listenerSet("shop", "set", 0, entry("web", 443, gwv1.HTTPSProtocolType, "set.example.com"))
+				gw, managed := carrying(gateway(gwv1.NamespacesFromAll), nil, set)
+				return Input{Gateway: gw, Managed: managed, Sources: []rules.Source{set}}
+			},
+			per:    map[string]int{"shared": 0, "shared-listenersets": 1},
+			landed: map[string]string{"set": "shared-listenersets"},
+		},
+		"the Gateway of the ListenerSets is emptied once none is left": {
+			input: func() Input {
+				gone := listenerSet("shop", "gone", 0, entry("web", 443, gwv1.HTTPSProtocolType, "set.example.com"))
+				return Input{Gateway: gateway(gwv1.NamespacesFromAll, own("http", 80, gwv1.HTTPProtocolType, "")), Managed: sets.New[gwv1.SectionName](),
+					ListenerSetGateway: setGateway(gone), Sources: []rules.Source{fragment("shop", "frag", 1, entry("web", 443, gwv1.HTTPSProtocolType, "set.example.com"))}}
+			},
+			per:    map[string]int{"shared": 1, "shared-listenersets": 0},
+			landed: map[string]string{"frag": "shared"},
 		},
 	}
 	for name, tc := range tests {
@@ -282,5 +357,30 @@ func TestPoolSiblingIsNoParent(t *testing.T) {
 	c = meta.FindStatusCondition(r.Statuses[fragmentKey("shop", "r0000")].Conditions, string(v1alpha1.FragmentConditionAccepted))
 	if c == nil || c.Reason != string(v1alpha1.FragmentReasonNotAllowed) || strings.Contains(c.Message, "pool") || !strings.Contains(c.Message, "does not allow listeners from namespace shop") {
 		t.Errorf("Accepted = %+v, want NotAllowed that names no pool", c)
+	}
+}
+
+// TestListenerSetsWaitWhileTheirGatewayIsNotGatefolds: a Gateway that
+// gatefold did not create holds the name of the Gateway of the ListenerSets:
+// it is never taken over, and the ListenerSets say why they are not folded.
+func TestListenerSetsWaitWhileTheirGatewayIsNotGatefolds(t *testing.T) {
+	in := Input{Gateway: gateway(gwv1.NamespacesFromAll, own("http", 80, gwv1.HTTPProtocolType, "")), Managed: sets.New[gwv1.SectionName](),
+		ListenerSetGatewayBlocked: rules.ListenerSetGatewayTakenMessage(types.NamespacedName{Namespace: "infra", Name: "shared"}),
+		Sources: []rules.Source{
+			listenerSet("shop", "set", 0, entry("web", 443, gwv1.HTTPSProtocolType, "set.example.com")),
+			fragment("shop", "frag", 1, entry("web", 443, gwv1.HTTPSProtocolType, "frag.example.com")),
+		}}
+	r := Fold(in)
+	checkInvariants(t, in, r)
+	if r.ListenerSetGateway != nil {
+		t.Errorf("The fold wants Gateway %s, whose name another Gateway holds", r.ListenerSetGateway.Name)
+	}
+	set := rules.SourceRef{Kind: rules.KindListenerSet, NamespacedName: types.NamespacedName{Namespace: "shop", Name: "set"}}
+	c := meta.FindStatusCondition(r.Statuses[set].Conditions, string(v1alpha1.FragmentConditionAccepted))
+	if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "Gateway infra/shared-listenersets, which exists and is not gatefold's: its owner must delete or rename it") {
+		t.Errorf("ListenerSet Accepted = %+v, want False naming infra/shared-listenersets and what to do", c)
+	}
+	if got := accepted(r, "shop", "frag"); got != "True/Accepted" {
+		t.Errorf("Fragment Accepted = %s, want True/Accepted", got)
 	}
 }

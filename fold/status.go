@@ -58,7 +58,11 @@ func NoGateway(src *rules.Source) v1alpha1.ListenerFragmentStatus {
 // deleting is the status of a source being deleted: gatefold withdrew its
 // listeners, so no route controller follows it to a Gateway.
 func deleting(src *rules.Source) v1alpha1.ListenerFragmentStatus {
-	msg := fmt.Sprintf("This %s is being deleted: gatefold withdrew its listeners from Gateway %s", src.Kind, src.Parent())
+	gw := src.Parent()
+	if src.Kind == rules.KindListenerSet {
+		gw.Name = rules.ListenerSetGatewayName(gw.Name)
+	}
+	msg := fmt.Sprintf("This %s is being deleted: gatefold withdrew its listeners from Gateway %s", src.Kind, gw)
 	st := NotAccepted(src, v1alpha1.FragmentReasonDeleting, msg)
 	st.Conditions[1].Message = msg
 	for _, l := range src.Listeners {

@@ -117,6 +117,9 @@ func refusalsOf(in *Input, generated sets.Set[gwv1.SectionName]) refusals {
 			add(carrier{s.Gateway, s.CarriedSince})
 		}
 	}
+	if s := in.ListenerSetGateway; s != nil {
+		add(carrier{s.Gateway, s.CarriedSince})
+	}
 	return out
 }
 

@@ -245,6 +245,9 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (fold.I
 		if err := r.readPool(ctx, &in); err != nil {
 			return in, setsNotFolded, err
 		}
+		if err := r.readListenerSetGateway(ctx, &in); err != nil {
+			return in, setsNotFolded, err
+		}
 		if r.Claims != nil {
 			claims, err := r.Claims(ctx, key)
 			if err != nil {

@@ -131,6 +131,12 @@ func refusedByGateway(in *fold.Input, refusedBy types.NamespacedName, err error)
 // landedOn returns the Gateway of the pool an outcome was folded into, as
 // read; an empty one for a sibling to create.
 func landedOn(in *fold.Input, o fold.Outcome) *gwv1.Gateway {
+	if o.Gateway == rules.ListenerSetGatewayName(in.Gateway.Name) {
+		if in.ListenerSetGateway == nil {
+			return &gwv1.Gateway{}
+		}
+		return in.ListenerSetGateway.Gateway
+	}
 	if in.Pool != nil {
 		for _, s := range in.Pool.Siblings {
 			if s.Gateway.Name == o.Gateway {
@@ -301,7 +307,9 @@ const poolApplies = 4
 
 // target is one Gateway of a pool as the merger writes it. Of the head,
 // gatefold applies only its listeners; of a sibling, its whole spec, cloned
-// from the head's (siblingSpec), with the head's own listeners first.
+// from the head's (siblingSpec), with the head's own listeners first. The
+// Gateway of the head's ListenerSets is written as a sibling that carries
+// none of the head's own listeners.
 type target struct {
 	key types.NamespacedName
 	// gw is the Gateway as read, nil for a sibling to create.
@@ -311,13 +319,21 @@ type target struct {
 	head      *gwv1.Gateway
 	own       []gwv1.Listener
 	listeners []gwv1.Listener
+	// listenerSets is set for the Gateway of the head's ListenerSets.
+	listenerSets bool
 }
 
+// targets are the Gateways of the fold: the head, its pool's siblings, then
+// the Gateway of its ListenerSets.
 func targets(in *fold.Input, res fold.Result) []target {
 	ts := []target{{key: client.ObjectKeyFromObject(in.Gateway), gw: in.Gateway, managed: in.Managed, listeners: res.Listeners}}
 	for _, s := range res.Siblings {
 		ts = append(ts, target{key: types.NamespacedName{Namespace: in.Gateway.Namespace, Name: s.Name}, gw: s.Gateway, managed: s.Managed,
 			head: in.Gateway, own: res.Own, listeners: s.Listeners})
+	}
+	if s := res.ListenerSetGateway; s != nil {
+		ts = append(ts, target{key: types.NamespacedName{Namespace: in.Gateway.Namespace, Name: s.Name}, gw: s.Gateway, managed: s.Managed,
+			head: in.Gateway, listeners: s.Listeners, listenerSets: true})
 	}
 	return ts
 }
@@ -461,8 +477,14 @@ func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv
 		if err := r.Client.Create(ctx, gw, opts...); err != nil || dryRun {
 			return err
 		}
-		log.FromContext(ctx).Info("Created a Gateway for a pool", "gateway", klog.KObj(t.head), "sibling", t.key.Name)
-		r.Recorder.Eventf(t.head, nil, corev1.EventTypeNormal, "PoolGrew", "Fold", "Created Gateway %s for the pool: its Gateways had no room for the listeners folded into it", t.key.Name)
+		if t.listenerSets {
+			log.FromContext(ctx).Info("Created the Gateway of a Gateway's ListenerSets", "gateway", klog.KObj(t.head), "listenerSetGateway", t.key.Name)
+			r.Recorder.Eventf(t.head, nil, corev1.EventTypeNormal, "ListenerSetGatewayCreated", "Fold",
+				"Created Gateway %s for the listeners of this Gateway's ListenerSets: a route that names this Gateway does not reach them", t.key.Name)
+		} else {
+			log.FromContext(ctx).Info("Created a Gateway for a pool", "gateway", klog.KObj(t.head), "sibling", t.key.Name)
+			r.Recorder.Eventf(t.head, nil, corev1.EventTypeNormal, "PoolGrew", "Fold", "Created Gateway %s for the pool: its Gateways had no room for the listeners folded into it", t.key.Name)
+		}
 		r.applied(ctx, t, false, len(listeners))
 		return nil
 	}

@@ -50,7 +50,8 @@ func (r *Reconciler) readPool(ctx context.Context, in *fold.Input) error {
 	for i := range list.Items {
 		sib := &list.Items[i]
 		p.Names.Insert(sib.Name)
-		if !rules.SiblingOf(sib, gw) || !sib.DeletionTimestamp.IsZero() {
+		// The Gateway of the ListenerSets is no pool's (readListenerSetGateway).
+		if !rules.SiblingOf(sib, gw) || !sib.DeletionTimestamp.IsZero() || rules.ListenerSetGateway(sib) {
 			continue
 		}
 		managed := rules.ManagedListeners(sib)
@@ -66,6 +67,34 @@ func (r *Reconciler) readPool(ctx context.Context, in *fold.Input) error {
 	p.NoGrowth = r.pools.recall(client.ObjectKeyFromObject(gw), time.Now())
 	p.Draining = !rules.PoolHead(gw)
 	in.Pool = p
+	return nil
+}
+
+// readListenerSetGateway adds to in the Gateway gatefold keeps for the
+// ListenerSets of in.Gateway, or why no ListenerSet can be folded now: a
+// Gateway of that name that gatefold did not create is never taken over.
+func (r *Reconciler) readListenerSetGateway(ctx context.Context, in *fold.Input) error {
+	gw := in.Gateway
+	key := types.NamespacedName{Namespace: gw.Namespace, Name: rules.ListenerSetGatewayName(gw.Name)}
+	got := &gwv1.Gateway{}
+	// Read your writes: one this replica just created must be seen, or the
+	// fold would create it anew.
+	switch err := r.Client.Get(ctx, key, got); {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading Gateway %s: %w", key, err)
+	case !got.DeletionTimestamp.IsZero() || (rules.ListenerSetGateway(got) && !rules.SiblingOf(got, gw)):
+		// Deleted, or left by an earlier Gateway of the parent's name for
+		// the garbage collector.
+		in.ListenerSetGatewayBlocked = fmt.Sprintf("Gateway %s, where gatefold folds the ListenerSets of Gateway %s, is being deleted: gatefold creates it again once it is gone",
+			key, klog.KObj(gw))
+	case !rules.SiblingOf(got, gw):
+		in.ListenerSetGatewayBlocked = rules.ListenerSetGatewayTakenMessage(client.ObjectKeyFromObject(gw))
+	default:
+		managed := rules.ManagedListeners(got)
+		in.ListenerSetGateway = &fold.Sibling{Gateway: got, Managed: managed, CarriedSince: r.carried.observe(key, got, managed)}
+	}
 	return nil
 }
 
@@ -119,10 +148,15 @@ func (r *Reconciler) deleteSibling(ctx context.Context, t target, dryRun bool, w
 	case dryRun || apierrors.IsNotFound(err):
 		return nil
 	case err != nil:
-		return fmt.Errorf("deleting Gateway %s of the pool of %s: %w", t.key, klog.KObj(t.head), err)
+		return fmt.Errorf("deleting Gateway %s, gatefold's for Gateway %s: %w", t.key, klog.KObj(t.head), err)
 	}
-	log.FromContext(ctx).Info("Deleted a Gateway of a pool", "gateway", klog.KObj(t.head), "sibling", t.key.Name, "why", why)
-	r.Recorder.Eventf(t.head, nil, corev1.EventTypeNormal, "PoolShrank", "Fold", "Deleted Gateway %s of the pool: %s", t.key.Name, why)
+	if t.listenerSets {
+		log.FromContext(ctx).Info("Deleted the Gateway of a Gateway's ListenerSets", "gateway", klog.KObj(t.head), "listenerSetGateway", t.key.Name, "why", why)
+		r.Recorder.Eventf(t.head, nil, corev1.EventTypeNormal, "ListenerSetGatewayDeleted", "Fold", "Deleted Gateway %s, which carried the listeners of this Gateway's ListenerSets: %s", t.key.Name, why)
+	} else {
+		log.FromContext(ctx).Info("Deleted a Gateway of a pool", "gateway", klog.KObj(t.head), "sibling", t.key.Name, "why", why)
+		r.Recorder.Eventf(t.head, nil, corev1.EventTypeNormal, "PoolShrank", "Fold", "Deleted Gateway %s of the pool: %s", t.key.Name, why)
+	}
 	gatewayApplies.WithLabelValues(resultWritten).Inc()
 	r.pools.filled(t.key)
 	r.carried.forget(t.key)
@@ -131,11 +165,15 @@ func (r *Reconciler) deleteSibling(ctx context.Context, t target, dryRun bool, w
 
 // siblingsToHead maps a Gateway event to the Gateway to fold: a sibling's
 // changes (its implementation's status, above all) matter to its head's
-// pool; a sibling itself is folded too, to answer fragments that name it.
+// pool; a sibling itself is folded too, to answer fragments that name it. A
+// Gateway named like the one of another's ListenerSets, gatefold's or not,
+// matters to that other.
 func siblingsToHead(_ context.Context, o client.Object) []reconcile.Request {
 	out := []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 	if head, ok := rules.HeadOf(o.(*gwv1.Gateway)); ok {
 		out = append(out, reconcile.Request{NamespacedName: head})
+	} else if parent, ok := rules.ListenerSetGatewayParent(o.GetName()); ok {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: parent}})
 	}
 	return out
 }

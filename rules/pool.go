@@ -47,10 +47,14 @@ func SiblingOf(gw, head *gwv1.Gateway) bool {
 }
 
 // SiblingMessage tells a source that names sibling, a Gateway of the pool
-// of head, to name the head instead.
+// of head or the one for its ListenerSets, to name the head instead.
 func SiblingMessage(sibling, head types.NamespacedName) string {
-	return fmt.Sprintf("Gateway %s is one gatefold created for the pool of Gateway %s: set spec.parentRef.name to %s, and gatefold places the listeners",
-		sibling, head, head.Name)
+	what := "the pool of"
+	if sibling.Name == ListenerSetGatewayName(head.Name) {
+		what = "the ListenerSets of"
+	}
+	return fmt.Sprintf("Gateway %s is one gatefold created for %s Gateway %s: set spec.parentRef.name to %s, and gatefold places the listeners",
+		sibling, what, head, head.Name)
 }
 
 // SiblingName is the name of the pool's n-th Gateway (n ≥ 2; the head is
@@ -68,4 +72,44 @@ func SiblingIndex(head, name string) int {
 		return 0
 	}
 	return n
+}
+
+// listenerSetSuffix ends the name of the Gateway that carries the listeners
+// of a Gateway's ListenerSets.
+const listenerSetSuffix = "-listenersets"
+
+// ListenerSetGatewayName is the name of the Gateway gatefold keeps beside
+// Gateway parent for the listeners of parent's ListenerSets:
+// <parent>-listenersets; past 253 characters, parent's first 223 and a hash
+// of it. No pool sibling's name (SiblingName) ends so.
+func ListenerSetGatewayName(parent string) string {
+	if len(parent)+len(listenerSetSuffix) <= validation.DNS1123SubdomainMaxLength {
+		return parent + listenerSetSuffix
+	}
+	sum := sha256.Sum256([]byte(parent))
+	return parent[:223] + "-" + hex.EncodeToString(sum[:8]) + listenerSetSuffix
+}
+
+// ListenerSetGatewayParent returns the Gateway whose ListenerSets a Gateway
+// named name would carry (ListenerSetGatewayName), if any; a name cut for
+// length does not lead back to its parent.
+func ListenerSetGatewayParent(name string) (string, bool) {
+	parent, ok := strings.CutSuffix(name, listenerSetSuffix)
+	return parent, ok && parent != "" && ListenerSetGatewayName(parent) == name
+}
+
+// ListenerSetGateway says whether gw is the Gateway gatefold keeps for the
+// ListenerSets of its head (HeadOf): controlled by the head, labelled as a
+// sibling of it, and named ListenerSetGatewayName(head).
+func ListenerSetGateway(gw *gwv1.Gateway) bool {
+	head, ok := HeadOf(gw)
+	return ok && gw.Name == ListenerSetGatewayName(head.Name)
+}
+
+// ListenerSetGatewayTakenMessage tells the ListenerSets of Gateway parent
+// that the Gateway gatefold would fold them into exists and is not
+// gatefold's.
+func ListenerSetGatewayTakenMessage(parent types.NamespacedName) string {
+	return fmt.Sprintf("gatefold folds the ListenerSets of Gateway %s into Gateway %s/%s, which exists and is not gatefold's: its owner must delete or rename it",
+		parent, parent.Namespace, ListenerSetGatewayName(parent.Name))
 }

@@ -347,3 +347,33 @@ func TestPoolNamesAndLabels(t *testing.T) {
 		t.Error("Two long heads share a label value")
 	}
 }
+
+func TestListenerSetGatewayNames(t *testing.T) {
+	for _, parent := range []string{"shared", strings.Repeat("a", 240), strings.Repeat("a", 253), strings.Repeat("very-long.gateway-name", 11)} {
+		name := ListenerSetGatewayName(parent)
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			t.Errorf("ListenerSetGatewayName(%q) = %q, not a Gateway name: %v", parent, name, errs)
+		}
+		// Only a name that was not cut leads back to its parent.
+		if got, ok := ListenerSetGatewayParent(name); len(name) == len(parent)+len("-listenersets") && (!ok || got != parent) {
+			t.Errorf("ListenerSetGatewayParent(%q) = %q, %v, want %q", name, got, ok, parent)
+		}
+		gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: name, Labels: map[string]string{v1alpha1.PoolLabel: PoolLabelValue(parent)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: parent, Controller: ptr.To(true)}}}}
+		if head, ok := HeadOf(gw); !ok || head.Name != parent || !ListenerSetGateway(gw) {
+			t.Errorf("HeadOf(%q) = %v, %v; ListenerSetGateway = %v, want %q and true", name, head, ok, ListenerSetGateway(gw), parent)
+		}
+		// No pool sibling of any head is named so.
+		if SiblingIndex(parent, name) != 0 {
+			t.Errorf("ListenerSetGatewayName(%q) = %q is a sibling's name", parent, name)
+		}
+		sib := gw.DeepCopy()
+		sib.Name = SiblingName(parent, 2)
+		if ListenerSetGateway(sib) {
+			t.Errorf("Sibling %q is taken for the Gateway of the ListenerSets", sib.Name)
+		}
+	}
+	if ListenerSetGatewayName(strings.Repeat("a", 241)) == ListenerSetGatewayName(strings.Repeat("a", 242)) {
+		t.Error("Two long parents share the Gateway of their ListenerSets")
+	}
+}

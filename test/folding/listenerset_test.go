@@ -3,9 +3,11 @@ package folding
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,6 +18,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/fixture"
 	"github.com/gatefold/gatefold/test/testenv"
 )
@@ -46,6 +49,32 @@ var listenerSet = fixture.ListenerSet
 
 func setListener(ls *gwv1.ListenerSet, listener string) string {
 	return string(v1alpha1.ListenerSetListenerName(ls.Namespace, ls.Name, gwv1.SectionName(listener)))
+}
+
+// setGateway is the Gateway gatefold keeps beside gw for the listeners of
+// gw's ListenerSets, by key.
+func setGateway(gw *gwv1.Gateway) *gwv1.Gateway {
+	return &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: gw.Namespace, Name: rules.ListenerSetGatewayName(gw.Name)}}
+}
+
+// wantSetGateway waits until the Gateway of gw's ListenerSets carries
+// exactly the listeners want, and checks that it is gatefold's for gw: P's
+// spec but P's listeners, controlled by P and labelled so that rules.HeadOf
+// returns P.
+func wantSetGateway(t *testing.T, gw *gwv1.Gateway, want ...string) *gwv1.Gateway {
+	t.Helper()
+	got := wantListeners(t, setGateway(gw), want...)
+	parent := &gwv1.Gateway{}
+	get(t, client.ObjectKeyFromObject(gw), parent)
+	if head, ok := rules.HeadOf(got); !ok || head != client.ObjectKeyFromObject(parent) || !metav1.IsControlledBy(got, parent) || !rules.ListenerSetGateway(got) {
+		t.Errorf("Gateway %s: HeadOf = %v, %v; owners %+v; want controlled by and headed by %s", got.Name, head, ok, got.OwnerReferences, parent.Name)
+	}
+	spec, wantSpec := got.Spec.DeepCopy(), parent.Spec.DeepCopy()
+	spec.Listeners, wantSpec.Listeners = nil, nil
+	if diff := cmp.Diff(wantSpec, spec); diff != "" {
+		t.Errorf("Gateway %s spec but listeners, (-%s's +got):\n%s", got.Name, parent.Name, diff)
+	}
+	return got
 }
 
 // wantListenerSet waits until the ListenerSet's condition typ says
@@ -99,12 +128,16 @@ func TestListenerSetsFoldBesideFragments(t *testing.T) {
 	later := listenerSet(shop, "later", gw, fixture.HTTPS("web", "set.example.com"))
 	create(t, later)
 
-	wantListeners(t, gw, "default 8080/HTTP",
-		setListener(first, "web")+" 443/HTTPS set.example.com",
-		folded(lf, "web")+" 443/HTTPS fragment.example.com")
+	// The fragment's listener is the Gateway's; the ListenerSet's is on the
+	// Gateway of its ListenerSets, where no route naming gw reaches it.
+	wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS fragment.example.com")
+	wantSetGateway(t, gw, setListener(first, "web")+" 443/HTTPS set.example.com")
 	st := wantListenerSet(t, first, "Accepted", metav1.ConditionTrue, "Accepted")
 	if l := st.Status.Listeners; len(l) != 1 || meta.FindStatusCondition(l[0].Conditions, "Accepted").Status != metav1.ConditionTrue {
 		t.Errorf("ListenerSet %s listeners = %+v, want web accepted", first.Name, l)
+	}
+	if c := meta.FindStatusCondition(st.Status.Conditions, "Accepted"); !strings.Contains(c.Message, "into Gateway "+gw.Namespace+"/"+setGateway(gw).Name) {
+		t.Errorf("ListenerSet %s Accepted message %q does not name the Gateway of the ListenerSets", first.Name, c.Message)
 	}
 	// No implementation runs here: the folded listener waits for one.
 	wantListenerSet(t, first, "Programmed", metav1.ConditionUnknown, "Pending")
@@ -124,14 +157,92 @@ func TestListenerSetsFoldBesideFragments(t *testing.T) {
 	if err := env.Client.Delete(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	wantListeners(t, gw, "default 8080/HTTP",
-		setListener(later, "web")+" 443/HTTPS set.example.com",
-		folded(lf, "web")+" 443/HTTPS fragment.example.com")
+	wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS fragment.example.com")
+	sets := wantSetGateway(t, gw, setListener(later, "web")+" 443/HTTPS set.example.com")
 	wantListenerSet(t, later, "Accepted", metav1.ConditionTrue, "Accepted")
+
+	// The implementation reports on the Gateway of the ListenerSets: the
+	// ListenerSet's status reads it there.
+	now := metav1.Now()
+	sets.Status.Listeners = []gwv1.ListenerStatus{{
+		Name: gwv1.SectionName(setListener(later, "web")), AttachedRoutes: 2, SupportedKinds: []gwv1.RouteGroupKind{{Kind: "HTTPRoute"}},
+		Conditions: []metav1.Condition{
+			{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", LastTransitionTime: now, ObservedGeneration: sets.Generation},
+			{Type: "Programmed", Status: metav1.ConditionTrue, Reason: "Programmed", LastTransitionTime: now, ObservedGeneration: sets.Generation},
+		},
+	}}
+	if err := env.Client.Status().Update(ctx, sets); err != nil {
+		t.Fatal(err)
+	}
+	st = wantListenerSet(t, later, "Programmed", metav1.ConditionTrue, "Programmed")
+	if l := st.Status.Listeners; len(l) != 1 || l[0].AttachedRoutes != 2 {
+		t.Errorf("ListenerSet %s listeners = %+v, want attachedRoutes 2 as reported on Gateway %s", later.Name, l, sets.Name)
+	}
+
+	// The last goes: so does the Gateway of the ListenerSets.
 	if err := env.Client.Delete(ctx, later); err != nil {
 		t.Fatal(err)
 	}
 	wantAttachedListenerSets(t, gw, 0)
+	wantGone(t, setGateway(gw))
+	wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS fragment.example.com")
+}
+
+// A pool's head's ListenerSets land on the Gateway of its ListenerSets, as
+// any Gateway's: never on the head nor on a sibling, and that Gateway is no
+// sibling of the pool.
+func TestListenerSetsOfAPoolHeadLandBesideThePool(t *testing.T) {
+	ns := newNamespace(t, nil)
+	gw := fixture.PoolHead(ns, gwv1.NamespacesFromSame, fixture.Own("http", 80, gwv1.HTTPProtocolType, ""))
+	gw.Spec.GatewayClassName = gwv1.ObjectName(gatewayClass(t, foldedController))
+	create(t, gw)
+	ls := listenerSet(ns, "app", gw, fixture.HTTPS("web", "set.example.com"))
+	create(t, ls)
+	lf := fixture.Fragment(ns, "app", gw, fixture.HTTPS("web", "fragment.example.com"))
+	create(t, lf)
+	wantListeners(t, gw, "http 80/HTTP", folded(lf, "web")+" 443/HTTPS fragment.example.com")
+	wantSetGateway(t, gw, setListener(ls, "web")+" 443/HTTPS set.example.com")
+	wantListenerSet(t, ls, "Accepted", metav1.ConditionTrue, "Accepted")
+	wantAttachedListenerSets(t, gw, 1)
+	list := &gwv1.GatewayList{}
+	if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 {
+		t.Errorf("Namespace %s holds %d Gateways, want the head and the Gateway of its ListenerSets", ns, len(list.Items))
+	}
+}
+
+// A Gateway named like the Gateway of gw's ListenerSets that gatefold did
+// not create is never taken over: the ListenerSets say so, and fold once it
+// is gone.
+func TestListenerSetGatewayNotGatefoldsIsLeftAlone(t *testing.T) {
+	infra := newNamespace(t, nil)
+	gw := fixture.Gateway(infra, gwv1.NamespacesFromSame)
+	gw.Spec.GatewayClassName = gwv1.ObjectName(gatewayClass(t, foldedController))
+	taken := fixture.Gateway(infra, gwv1.NamespacesFromSame, fixture.Own("mine", 9000, gwv1.HTTPProtocolType, ""))
+	taken.Name = rules.ListenerSetGatewayName(gw.Name)
+	create(t, taken)
+	create(t, gw)
+	ls := listenerSet(infra, "app", gw, fixture.HTTPS("web", "set.example.com"))
+	create(t, ls)
+	st := wantListenerSet(t, ls, "Accepted", metav1.ConditionFalse, "ListenersNotValid")
+	want := fmt.Sprintf("Gateway %s/%s, which exists and is not gatefold's: its owner must delete or rename it", infra, taken.Name)
+	if c := meta.FindStatusCondition(st.Status.Conditions, "Accepted"); !strings.Contains(c.Message, want) {
+		t.Errorf("ListenerSet Accepted message %q, want it to say %q", c.Message, want)
+	}
+	wantListeners(t, gw, "default 8080/HTTP")
+	got := &gwv1.Gateway{}
+	get(t, client.ObjectKeyFromObject(taken), got)
+	if l := listeners(got); len(l) != 1 || l[0] != "mine 9000/HTTP" || len(got.OwnerReferences) != 0 || len(got.Labels) != 0 || got.Generation != 1 {
+		t.Errorf("The Gateway gatefold did not create was written: listeners %v, owners %+v, labels %v, generation %d", l, got.OwnerReferences, got.Labels, got.Generation)
+	}
+
+	if err := env.Client.Delete(ctx, taken); err != nil {
+		t.Fatal(err)
+	}
+	wantSetGateway(t, gw, setListener(ls, "web")+" 443/HTTPS set.example.com")
+	wantListenerSet(t, ls, "Accepted", metav1.ConditionTrue, "Accepted")
 }
 
 // foldedListenerSet creates a Gateway of a class gatefold folds and a
@@ -147,7 +258,8 @@ func foldedListenerSet(t *testing.T) (*gwv1.GatewayClass, *gwv1.Gateway, *gwv1.L
 	create(t, gw)
 	ls := listenerSet(shop, "app", gw, fixture.HTTPS("web", "set.example.com"))
 	create(t, ls)
-	wantListeners(t, gw, "default 8080/HTTP", setListener(ls, "web")+" 443/HTTPS set.example.com")
+	wantListeners(t, gw, "default 8080/HTTP")
+	wantSetGateway(t, gw, setListener(ls, "web")+" 443/HTTPS set.example.com")
 	wantListenerSet(t, ls, "Accepted", metav1.ConditionTrue, "Accepted")
 	wantAttachedListenerSets(t, gw, 1)
 	// The Gateway reads the ListenerSet's Secret in its namespace through
@@ -185,6 +297,7 @@ func TestListenerSetsOfAClassNoLongerFoldedAreReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := wantListeners(t, gw, "default 8080/HTTP")
+	wantGone(t, setGateway(gw))
 	testenv.Eventually(t, settle, func() error {
 		get(t, client.ObjectKeyFromObject(gw), got)
 		if got.Status.AttachedListenerSets != nil {
@@ -228,6 +341,7 @@ func TestListenerSetsOfAClassTurnedNativeAreLeftToTheImplementation(t *testing.T
 		t.Fatal(err)
 	}
 	wantListeners(t, gw, "default 8080/HTTP")
+	wantGone(t, setGateway(gw))
 	wantGone(t, grant)
 	testenv.Holds(t, env, 2*time.Second, testenv.Invariant{List: &gwv1.ListenerSetList{}, Namespace: ls.Namespace, Check: func(sets map[string]client.Object) error {
 		stored, ok := sets[ls.Name].(*gwv1.ListenerSet)
@@ -254,6 +368,7 @@ func TestListenerSetMovedToAnotherKindOfParentIsReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantListeners(t, gw, "default 8080/HTTP")
+	wantGone(t, setGateway(gw))
 	wantAttachedListenerSets(t, gw, 0)
 	wantGone(t, grant)
 	testenv.Eventually(t, settle, func() error {
