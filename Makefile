@@ -181,7 +181,7 @@ generate: ## Generate the deepcopy code and the apply configurations
 
 .PHONY: manifests
 manifests: ## Generate the CRDs, RBAC and webhook configurations from markers
-	$(CONTROLLER_GEN) crd rbac:roleName=manager-role webhook paths="./api/...;./webhook/...;./merger/..." \
+	$(CONTROLLER_GEN) crd rbac:roleName=manager-role webhook paths="./api/...;./webhook/...;./merger/...;./routing/..." \
 		output:crd:artifacts:config=config/crd/bases \
 		output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook

@@ -17,4 +17,23 @@ const (
 	// ownerReference): a label alone does not make a Gateway a sibling.
 	// Past 63 characters the value is the head's first 46 and a hash.
 	PoolLabel = "gatefold.dev/pool-head"
+
+	// DerivedLabel, set to "true", marks a route gatefold derived from a
+	// user's route that names a ListenerFragment or a ListenerSet: it names
+	// the Gateways the parent's listeners landed on, and gatefold reverts
+	// every edit of it. GitOps tools should ignore objects carrying it.
+	DerivedLabel = "gatefold.dev/derived"
+
+	// DerivedFromLabel on a derived route is a hash of the kind, namespace
+	// and name of the user's route it was derived from, which also controls
+	// it (an ownerReference).
+	DerivedFromLabel = "gatefold.dev/derived-from"
+
+	// DerivedSourceAnnotation on a derived route names the user's route,
+	// <Kind>/<name>, in the same namespace.
+	DerivedSourceAnnotation = "gatefold.dev/derived-source"
+
+	// SourceGenerationAnnotation on a derived route is the generation of
+	// the user's route its spec was copied from.
+	SourceGenerationAnnotation = "gatefold.dev/source-generation"
 )

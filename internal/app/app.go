@@ -17,6 +17,7 @@ import (
 	"github.com/gatefold/gatefold/certs"
 	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/merger"
+	"github.com/gatefold/gatefold/routing"
 	"github.com/gatefold/gatefold/webhook"
 )
 
@@ -84,6 +85,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if !o.SkipMerger {
 		if err := merger.Setup(ctx, mgr, o.Merger); err != nil {
 			return nil, fmt.Errorf("setting up the merger: %w", err)
+		}
+		// Routes that name a source are served beside the fold, as fenced.
+		if err := routing.Setup(ctx, mgr, routing.Options{Workers: o.Merger.Workers, Resync: o.Merger.Resync,
+			Fence: o.Merger.Fence, ListenerSetControllers: o.Merger.ListenerSetControllers}); err != nil {
+			return nil, fmt.Errorf("setting up the routing controllers: %w", err)
 		}
 	}
 	return mgr, nil

@@ -37,7 +37,8 @@ func Options() ctrl.Options {
 		},
 		// After a write, the next fold reads what it wrote, not a stale cache
 		// that would make it write the same thing again.
-		Client: client.Options{Cache: &client.CacheOptions{EnableReadYourWritesConsistency: ptr.To(true)}},
+		// Routes are read as unstructured (package routing), from the cache.
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true, EnableReadYourWritesConsistency: ptr.To(true)}},
 	}
 }
 

@@ -1,0 +1,268 @@
+package routing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
+)
+
+// Reconciler serves the user routes of one kind, the request's key, whose
+// parentRefs name a ListenerFragment or a ListenerSet: it keeps their
+// derived routes and writes their status entries for those parentRefs.
+type Reconciler struct {
+	// Client reads from the cache and writes to the API server.
+	Client client.Client
+	// Recorder records events on user routes.
+	Recorder events.EventRecorder
+	// GVK is the kind of route served.
+	GVK schema.GroupVersionKind
+	// Resync is how often a route is reconciled again with no event.
+	Resync time.Duration
+	// Fence, when set, is asked before every write and fails while this
+	// replica may no longer lead.
+	Fence func() error
+	// ListenerSetControllers are the controllerNames of the GatewayClasses
+	// whose ListenerSets gatefold folds.
+	ListenerSetControllers sets.Set[string]
+
+	written writtenMemo
+}
+
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;grpcroutes,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes/status;grpcroutes/status,verbs=update
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;gatewayclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gatefold.dev,resources=listenerfragments,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	route := r.newRoute()
+	switch err := r.Client.Get(ctx, req.NamespacedName, route); {
+	case apierrors.IsNotFound(err):
+		r.written.forget(req.NamespacedName)
+		return r.result(r.syncDerived(ctx, req.NamespacedName, nil, nil))
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("reading %s %s: %w", r.GVK.Kind, req.NamespacedName, err)
+	case route.GetLabels()[v1alpha1.DerivedLabel] == "true" || !route.GetDeletionTimestamp().IsZero():
+		return ctrl.Result{}, nil // the garbage collector deletes what it controls
+	}
+	verdicts, err := r.judge(ctx, route)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	derived, err := r.syncDerived(ctx, req.NamespacedName, route, verdicts)
+	if err != nil {
+		return r.result(derived, err)
+	}
+	wait, err := r.writeStatus(ctx, route, verdicts, derived)
+	if err != nil {
+		return r.result(nil, err)
+	}
+	return ctrl.Result{RequeueAfter: soonest(r.Resync, wait)}, nil
+}
+
+// result turns a write's error into a result: a fenced write or a
+// conflict is looked at again soon.
+func (r *Reconciler) result(_ map[types.NamespacedName]*unstructured.Unstructured, err error) (ctrl.Result, error) {
+	switch {
+	case errors.Is(err, errFenced):
+		return ctrl.Result{RequeueAfter: fenceRetry}, nil
+	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), apierrors.IsNotFound(err):
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: r.Resync}, nil
+}
+
+// soonest is the shortest positive wait, resync when none is shorter.
+func soonest(resync, wait time.Duration) time.Duration {
+	if wait > 0 && (resync == 0 || wait < resync) {
+		return wait
+	}
+	return resync
+}
+
+// errFenced is a write not made because this replica may no longer lead.
+var errFenced = errors.New("not written: this replica may no longer lead")
+
+// fenceRetry is when a fenced write is looked at again.
+const fenceRetry = 2 * time.Second
+
+func (r *Reconciler) fenced() error {
+	if r.Fence != nil && r.Fence() != nil {
+		return errFenced
+	}
+	return nil
+}
+
+func (r *Reconciler) newRoute() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(r.GVK)
+	return u
+}
+
+// routeSpec is what every route kind's spec has that gatefold reads.
+type routeSpec struct {
+	ParentRefs []gwv1.ParentReference `json:"parentRefs,omitempty"`
+	Hostnames  []gwv1.Hostname        `json:"hostnames,omitempty"`
+}
+
+func specOf(u *unstructured.Unstructured) (routeSpec, error) {
+	var spec routeSpec
+	m, _, err := unstructured.NestedMap(u.Object, "spec")
+	if err != nil {
+		return spec, fmt.Errorf("reading the spec of %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(u), err)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &spec); err != nil {
+		return spec, fmt.Errorf("reading the spec of %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(u), err)
+	}
+	return spec, nil
+}
+
+// verdict is gatefold's judgement of one parentRef that names a source
+// gatefold folds.
+type verdict struct {
+	ref gwv1.ParentReference
+	// controller is the controllerName of the class of the source's
+	// Gateway: the status entry carries it.
+	controller gwv1.GatewayController
+	att        rules.Attachment
+}
+
+// judge returns a verdict for each of the route's parentRefs that names a
+// source gatefold folds, in the route's order. Other parentRefs are not
+// gatefold's.
+func (r *Reconciler) judge(ctx context.Context, route *unstructured.Unstructured) ([]verdict, error) {
+	spec, err := specOf(route)
+	if err != nil {
+		return nil, err
+	}
+	var out []verdict
+	var nsLabels map[string]string
+	for _, ref := range spec.ParentRefs {
+		srcRef, ok := rules.RouteParent(route.GetNamespace(), ref)
+		if !ok {
+			continue
+		}
+		src, controller, err := r.source(ctx, srcRef)
+		if err != nil {
+			return nil, err
+		}
+		if src == nil {
+			continue
+		}
+		landed, err := r.landings(ctx, src)
+		if err != nil {
+			return nil, err
+		}
+		if nsLabels == nil {
+			if nsLabels, err = r.namespaceLabels(ctx, route.GetNamespace()); err != nil {
+				return nil, err
+			}
+		}
+		in := rules.Route{Kind: r.GVK.Kind, Namespace: route.GetNamespace(), NamespaceLabels: nsLabels, Hostnames: spec.Hostnames}
+		out = append(out, verdict{ref: ref, controller: controller, att: rules.Attach(in, ref, src, landed)})
+	}
+	return out, nil
+}
+
+// source reads the source ref names, with the controllerName of its
+// Gateway's class; nil when it is not one gatefold folds: gone, its Gateway
+// or class gone, or a ListenerSet of a class not opted in.
+func (r *Reconciler) source(ctx context.Context, ref rules.SourceRef) (*rules.Source, gwv1.GatewayController, error) {
+	var src rules.Source
+	switch ref.Kind {
+	case rules.KindListenerFragment:
+		lf := &v1alpha1.ListenerFragment{}
+		if err := r.Client.Get(ctx, ref.NamespacedName, lf); err != nil {
+			return nil, "", client.IgnoreNotFound(err)
+		}
+		src = rules.FromFragment(lf)
+	case rules.KindListenerSet:
+		if r.ListenerSetControllers.Len() == 0 {
+			return nil, "", nil
+		}
+		ls := &gwv1.ListenerSet{}
+		if err := r.Client.Get(ctx, ref.NamespacedName, ls); err != nil {
+			return nil, "", client.IgnoreNotFound(err)
+		}
+		if !rules.SelectsGateway(ls.Spec.ParentRef) {
+			return nil, "", nil
+		}
+		src = rules.FromListenerSet(ls)
+	default:
+		return nil, "", nil
+	}
+	gw := &gwv1.Gateway{}
+	if err := r.Client.Get(ctx, src.Parent(), gw); err != nil {
+		return nil, "", client.IgnoreNotFound(err)
+	}
+	gc := &gwv1.GatewayClass{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: string(gw.Spec.GatewayClassName)}, gc); err != nil {
+		return nil, "", client.IgnoreNotFound(err)
+	}
+	if ref.Kind == rules.KindListenerSet && !rules.ListenerSetsFolded(gc, r.ListenerSetControllers) {
+		return nil, "", nil
+	}
+	return &src, gc.Spec.ControllerName, nil
+}
+
+// landings finds where src's listeners landed: on its parent P or a Gateway
+// P heads (a pool's sibling, P's listener-set Gateway), as the Gateway
+// listener named rules.GatewayListenerName.
+func (r *Reconciler) landings(ctx context.Context, src *rules.Source) (map[gwv1.SectionName]rules.Landing, error) {
+	parent := src.Parent()
+	list := &gwv1.GatewayList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(parent.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing the Gateways in %s: %w", parent.Namespace, err)
+	}
+	byName := map[gwv1.SectionName]rules.Landing{}
+	for i := range list.Items {
+		gw := &list.Items[i]
+		key := client.ObjectKeyFromObject(gw)
+		if head, ok := rules.HeadOf(gw); (key != parent && (!ok || head != parent)) || !gw.DeletionTimestamp.IsZero() {
+			continue
+		}
+		for _, l := range gw.Spec.Listeners {
+			byName[l.Name] = rules.Landing{Gateway: key, Listener: l}
+		}
+	}
+	landed := map[gwv1.SectionName]rules.Landing{}
+	for _, l := range src.Listeners {
+		if at, ok := byName[rules.GatewayListenerName(src.Ref(), l.Name)]; ok {
+			landed[l.Name] = at
+		}
+	}
+	return landed, nil
+}
+
+// namespaceLabels reads a namespace's labels, metadata only.
+func (r *Reconciler) namespaceLabels(ctx context.Context, name string) (map[string]string, error) {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
+	}
+	if ns.Labels == nil {
+		return map[string]string{}, nil
+	}
+	return ns.Labels, nil
+}

@@ -1,0 +1,197 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+)
+
+// managedByLabel is the well-known label naming the tool that manages an
+// object.
+const managedByLabel = "app.kubernetes.io/managed-by"
+
+// wantedSections returns, by Gateway, the generated sectionNames the
+// accepted verdicts attach the route to.
+func wantedSections(verdicts []verdict) map[types.NamespacedName][]gwv1.SectionName {
+	out := map[types.NamespacedName][]gwv1.SectionName{}
+	for _, v := range verdicts {
+		if !v.att.Accepted() {
+			continue
+		}
+		for _, l := range v.att.Landings {
+			if !slices.Contains(out[l.Gateway], l.Listener.Name) {
+				out[l.Gateway] = append(out[l.Gateway], l.Listener.Name)
+			}
+		}
+	}
+	for _, sections := range out {
+		slices.Sort(sections)
+	}
+	return out
+}
+
+// derivedRoute returns the route derived from route for Gateway gw: the
+// user's spec but its parentRefs, which name gw's listeners sections.
+func (r *Reconciler) derivedRoute(route *unstructured.Unstructured, gw types.NamespacedName, sections []gwv1.SectionName) (*unstructured.Unstructured, error) {
+	key := client.ObjectKeyFromObject(route)
+	d := r.newRoute()
+	d.SetNamespace(route.GetNamespace())
+	d.SetName(derivedName(r.GVK.Kind, key, gw))
+	d.SetLabels(map[string]string{
+		managedByLabel:            v1alpha1.FieldManager,
+		v1alpha1.DerivedLabel:     "true",
+		v1alpha1.DerivedFromLabel: routeHash(r.GVK.Kind, key),
+	})
+	d.SetAnnotations(map[string]string{
+		v1alpha1.DerivedSourceAnnotation:    r.GVK.Kind + "/" + route.GetName(),
+		v1alpha1.SourceGenerationAnnotation: strconv.FormatInt(route.GetGeneration(), 10),
+	})
+	d.SetOwnerReferences([]metav1.OwnerReference{{
+		APIVersion: r.GVK.GroupVersion().String(), Kind: r.GVK.Kind, Name: route.GetName(), UID: route.GetUID(),
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false),
+	}})
+	spec, _, err := unstructured.NestedMap(route.Object, "spec")
+	if err != nil {
+		return nil, fmt.Errorf("copying the spec of %s %s: %w", r.GVK.Kind, key, err)
+	}
+	refs := make([]any, 0, len(sections))
+	for _, s := range sections {
+		ref := gwv1.ParentReference{
+			Group: ptr.To(gwv1.Group(gwv1.GroupName)), Kind: ptr.To(gwv1.Kind("Gateway")),
+			Namespace: ptr.To(gwv1.Namespace(gw.Namespace)), Name: gwv1.ObjectName(gw.Name), SectionName: ptr.To(s),
+		}
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ref)
+		if err != nil {
+			return nil, fmt.Errorf("building a parentRef: %w", err)
+		}
+		refs = append(refs, m)
+	}
+	spec["parentRefs"] = refs
+	d.Object["spec"] = spec
+	return d, nil
+}
+
+// syncDerived makes the derived routes of the user route key what the
+// verdicts want: it creates the missing, puts back edited ones and deletes
+// the unwanted; route nil deletes them all. It returns the derived routes
+// as stored, by Gateway.
+func (r *Reconciler) syncDerived(ctx context.Context, key types.NamespacedName, route *unstructured.Unstructured, verdicts []verdict) (map[types.NamespacedName]*unstructured.Unstructured, error) {
+	existing, err := r.listDerived(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	out := map[types.NamespacedName]*unstructured.Unstructured{}
+	if route != nil {
+		for gw, sections := range wantedSections(verdicts) {
+			want, err := r.derivedRoute(route, gw, sections)
+			if err != nil {
+				return nil, err
+			}
+			got, err := r.writeDerived(ctx, route, want, existing[want.GetName()])
+			if err != nil {
+				return out, err
+			}
+			out[gw] = got
+			delete(existing, want.GetName())
+		}
+	}
+	for _, d := range existing {
+		if err := r.deleteDerived(ctx, d); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// listDerived lists the derived routes of the user route key, by name.
+func (r *Reconciler) listDerived(ctx context.Context, key types.NamespacedName) (map[string]*unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(r.GVK.GroupVersion().WithKind(r.GVK.Kind + "List"))
+	if err := r.Client.List(ctx, list, client.InNamespace(key.Namespace),
+		client.MatchingLabels{v1alpha1.DerivedLabel: "true", v1alpha1.DerivedFromLabel: routeHash(r.GVK.Kind, key)}); err != nil {
+		return nil, fmt.Errorf("listing the routes derived from %s %s: %w", r.GVK.Kind, key, err)
+	}
+	out := map[string]*unstructured.Unstructured{}
+	for i := range list.Items {
+		out[list.Items[i].GetName()] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// writeDerived creates want, or updates got to want when they differ,
+// fenced by got's resourceVersion; labels and annotations others added
+// stay.
+func (r *Reconciler) writeDerived(ctx context.Context, route, want, got *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if got == nil {
+		if err := r.fenced(); err != nil {
+			return nil, err
+		}
+		if err := r.Client.Create(ctx, want); err != nil {
+			derivedWrites.WithLabelValues("create", resultOf(err)).Inc()
+			return nil, fmt.Errorf("creating %s %s: %w", r.GVK.Kind, klog.KObj(want), err)
+		}
+		derivedWrites.WithLabelValues("create", resultWritten).Inc()
+		log.FromContext(ctx).Info("Created a derived route", "route", klog.KObj(route), "derived", klog.KObj(want))
+		r.Recorder.Eventf(route, nil, corev1.EventTypeNormal, "Derived", "CreateDerivedRoute",
+			"Served through %s %s, which gatefold keeps; edits of it are reverted", r.GVK.Kind, want.GetName())
+		return want, nil
+	}
+	next := got.DeepCopy()
+	labels, annotations := next.GetLabels(), next.GetAnnotations()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	maps.Copy(labels, want.GetLabels())
+	maps.Copy(annotations, want.GetAnnotations())
+	next.SetLabels(labels)
+	next.SetAnnotations(annotations)
+	next.SetOwnerReferences(want.GetOwnerReferences())
+	next.Object["spec"] = want.Object["spec"]
+	if reflect.DeepEqual(next.Object, got.Object) {
+		return got, nil
+	}
+	if err := r.fenced(); err != nil {
+		return nil, err
+	}
+	if err := r.Client.Update(ctx, next); err != nil {
+		derivedWrites.WithLabelValues("update", resultOf(err)).Inc()
+		return nil, fmt.Errorf("updating %s %s: %w", r.GVK.Kind, klog.KObj(next), err)
+	}
+	derivedWrites.WithLabelValues("update", resultWritten).Inc()
+	log.FromContext(ctx).Info("Put back a derived route", "route", klog.KObj(route), "derived", klog.KObj(next))
+	return next, nil
+}
+
+// deleteDerived deletes a derived route no longer wanted, fenced by its
+// resourceVersion.
+func (r *Reconciler) deleteDerived(ctx context.Context, d *unstructured.Unstructured) error {
+	if err := r.fenced(); err != nil {
+		return err
+	}
+	err := client.IgnoreNotFound(r.Client.Delete(ctx, d, client.Preconditions{ResourceVersion: ptr.To(d.GetResourceVersion())}))
+	derivedWrites.WithLabelValues("delete", resultOf(err)).Inc()
+	if err != nil {
+		return fmt.Errorf("deleting %s %s: %w", r.GVK.Kind, klog.KObj(d), err)
+	}
+	log.FromContext(ctx).Info("Deleted a derived route", "derived", klog.KObj(d))
+	return nil
+}

@@ -1,0 +1,202 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/internal/manager"
+	"github.com/gatefold/gatefold/rules"
+)
+
+// Kinds are the route kinds whose parentRefs may name a ListenerFragment or
+// a ListenerSet; Setup serves those the API server serves. Another kind needs
+// only its GroupVersionKind here.
+var Kinds = []schema.GroupVersionKind{
+	{Group: gwv1.GroupName, Version: gwv1.GroupVersion.Version, Kind: rules.KindHTTPRoute},
+	{Group: gwv1.GroupName, Version: gwv1.GroupVersion.Version, Kind: rules.KindGRPCRoute},
+}
+
+// Options configure the routing controllers.
+type Options struct {
+	// Workers is how many routes of each kind are reconciled at once.
+	Workers int
+	// Resync is how often every route is reconciled again without an
+	// event: it picks up namespace labels and GatewayClass opt-ins, which no
+	// event maps to a route, and bounds the rewrites of a status entry
+	// another writer keeps replacing. 0 turns it off.
+	Resync time.Duration
+	// Fence, when set, fails while this replica may no longer lead: the
+	// controllers then write nothing.
+	Fence func() error
+	// ListenerSetControllers are the controllerNames of the GatewayClasses
+	// whose ListenerSets gatefold folds; when empty, ListenerSets are neither
+	// watched nor read. manager.IndexListenerSetParents must have been
+	// registered otherwise.
+	ListenerSetControllers sets.Set[string]
+}
+
+// parentSourceIndex indexes routes by the sources their parentRefs name,
+// sourceKey of each.
+const parentSourceIndex = "gatefold.dev/route-parent-source"
+
+func sourceKey(ref rules.SourceRef) string {
+	return ref.Kind + "/" + ref.Namespace + "/" + ref.Name
+}
+
+// parentSources is the parentSourceIndex of a route.
+func parentSources(o client.Object) []string {
+	spec, err := specOf(o.(*unstructured.Unstructured))
+	if err != nil {
+		return nil
+	}
+	keys := sets.New[string]()
+	for _, ref := range spec.ParentRefs {
+		if src, ok := rules.RouteParent(o.GetNamespace(), ref); ok {
+			keys.Insert(sourceKey(src))
+		}
+	}
+	return sets.List(keys)
+}
+
+// Setup registers a routing controller per kind of Kinds the API server
+// serves. It runs on the elected leader only; manager.IndexFragmentParents
+// must have been registered.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	for _, gvk := range Kinds {
+		_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		switch {
+		case meta.IsNoMatchError(err):
+			ctrl.Log.WithName("routing").Info("Not serving routes of a kind the API server does not serve", "kind", gvk.Kind, "version", gvk.Version)
+			continue
+		case err != nil:
+			return fmt.Errorf("looking up %s: %w", gvk.Kind, err)
+		}
+		if err := setupKind(ctx, mgr, gvk, opts); err != nil {
+			return fmt.Errorf("setting up the %s controller: %w", gvk.Kind, err)
+		}
+	}
+	return nil
+}
+
+func setupKind(ctx context.Context, mgr ctrl.Manager, gvk schema.GroupVersionKind, opts Options) error {
+	r := &Reconciler{
+		Client:                 mgr.GetClient(),
+		Recorder:               mgr.GetEventRecorder("gatefold-routing"),
+		GVK:                    gvk,
+		Resync:                 opts.Resync,
+		Fence:                  opts.Fence,
+		ListenerSetControllers: opts.ListenerSetControllers,
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, r.newRoute(), parentSourceIndex, parentSources); err != nil {
+		return fmt.Errorf("indexing %ss by parent source: %w", gvk.Kind, err)
+	}
+	// Only spec changes of sources and Gateways move listeners; a route's
+	// status changes matter, since another writer may replace an entry.
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("routing-"+strings.ToLower(gvk.Kind)).
+		Watches(r.newRoute(), handler.EnqueueRequestsFromMapFunc(userRouteOf)).
+		Watches(&v1alpha1.ListenerFragment{}, handler.EnqueueRequestsFromMapFunc(r.routesOfSource),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&gwv1.Gateway{}, handler.EnqueueRequestsFromMapFunc(r.routesOfGateway),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Workers, 1)})
+	if opts.ListenerSetControllers.Len() > 0 {
+		b = b.Watches(&gwv1.ListenerSet{}, handler.EnqueueRequestsFromMapFunc(r.routesOfSource),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
+	return b.Complete(r)
+}
+
+// userRouteOf maps a user route to itself, and a derived route to the user
+// route that controls it.
+func userRouteOf(_ context.Context, o client.Object) []reconcile.Request {
+	if o.GetLabels()[v1alpha1.DerivedLabel] != "true" {
+		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+	}
+	if owner := controllingRoute(o); owner != "" {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: owner}}}
+	}
+	return nil
+}
+
+// controllingRoute is the name of the route of o's kind that controls o, or "".
+func controllingRoute(o client.Object) string {
+	kind := o.GetObjectKind().GroupVersionKind().Kind
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.Controller != nil && *ref.Controller && ref.Kind == kind {
+			return ref.Name
+		}
+	}
+	return ""
+}
+
+// routesOfSource maps a ListenerFragment or a ListenerSet to the routes of
+// this kind that name it.
+func (r *Reconciler) routesOfSource(ctx context.Context, o client.Object) []reconcile.Request {
+	kind := rules.KindListenerFragment
+	if _, ok := o.(*gwv1.ListenerSet); ok {
+		kind = rules.KindListenerSet
+	}
+	return r.routesNaming(ctx, rules.SourceRef{Kind: kind, NamespacedName: client.ObjectKeyFromObject(o)})
+}
+
+// routesOfGateway maps a Gateway, or a Gateway of the pool it heads, to the
+// routes naming the sources whose parent it is: their listeners may have
+// moved.
+func (r *Reconciler) routesOfGateway(ctx context.Context, o client.Object) []reconcile.Request {
+	parent := client.ObjectKeyFromObject(o)
+	if head, ok := rules.HeadOf(o.(*gwv1.Gateway)); ok {
+		parent = head
+	}
+	fragments := &v1alpha1.ListenerFragmentList{}
+	if err := r.Client.List(ctx, fragments, client.MatchingFields{manager.ParentIndex: parent.String()}, client.DisableReadYourWritesConsistency); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the fragments of a Gateway", "gateway", parent)
+		return nil
+	}
+	sources := rules.FromFragments(fragments.Items)
+	if r.ListenerSetControllers.Len() > 0 {
+		sets := &gwv1.ListenerSetList{}
+		if err := r.Client.List(ctx, sets, client.MatchingFields{manager.ParentIndex: parent.String()}, client.DisableReadYourWritesConsistency); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing the ListenerSets of a Gateway", "gateway", parent)
+			return nil
+		}
+		sources = append(sources, rules.FromListenerSets(sets.Items)...)
+	}
+	var out []reconcile.Request
+	for i := range sources {
+		out = append(out, r.routesNaming(ctx, sources[i].Ref())...)
+	}
+	return out
+}
+
+// routesNaming lists the routes of this kind whose parentRefs name src.
+func (r *Reconciler) routesNaming(ctx context.Context, src rules.SourceRef) []reconcile.Request {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(r.GVK.GroupVersion().WithKind(r.GVK.Kind + "List"))
+	if err := r.Client.List(ctx, list, client.MatchingFields{parentSourceIndex: sourceKey(src)}, client.DisableReadYourWritesConsistency); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the routes naming a source", "kind", r.GVK.Kind, "source", src.String())
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
