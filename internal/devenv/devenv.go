@@ -50,7 +50,8 @@ type Options struct {
 	// AuditLog makes the API server log, at Metadata level (which carries
 	// the user agent), every write to Gateways and their status,
 	// ReferenceGrants, ListenerFragments and their status, ListenerSets'
-	// status and Leases into this file, one JSON event a line.
+	// status, HTTPRoutes and GRPCRoutes and their status, and Leases into
+	// this file, one JSON event a line.
 	AuditLog string
 	// AuditAll logs every request but watches, of any resource, instead:
 	// the benchmarks count all that a controller reads and writes with it.
@@ -72,7 +73,7 @@ const auditWrites = `- level: Metadata
   verbs: [create, update, patch, delete]
   resources:
   - group: gateway.networking.k8s.io
-    resources: [gateways, gateways/status, referencegrants, listenersets/status]
+    resources: [gateways, gateways/status, referencegrants, listenersets/status, httproutes, httproutes/status, grpcroutes, grpcroutes/status]
   - group: gatefold.dev
     resources: [listenerfragments, listenerfragments/status]
   - group: coordination.k8s.io
