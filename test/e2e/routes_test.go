@@ -8,6 +8,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/internal/dataplane"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // secretGrant lets group/kind objects of the namespaces from read the
@@ -28,6 +29,13 @@ func secretGrant(ns, name, group, kind string, from ...string) *gwv1beta1.Refere
 // a sibling) and its name there.
 func landedParent(l v1alpha1.GatewayListenerReference) gwv1.ParentReference {
 	return gwv1.ParentReference{Namespace: ptr.To(l.Namespace), Name: l.Name, SectionName: ptr.To(l.ListenerName)}
+}
+
+// listenerSetParent is the parentRef of a route to listener, the generated
+// name of a listener of one of gw's ListenerSets, on the Gateway that
+// carries them (rules.ListenerSetGatewayName).
+func listenerSetParent(gw *gwv1.Gateway, listener gwv1.SectionName) gwv1.ParentReference {
+	return landedParent(v1alpha1.GatewayListenerReference{Namespace: gwv1.Namespace(gw.Namespace), Name: gwv1.ObjectName(rules.ListenerSetGatewayName(gw.Name)), ListenerName: listener})
 }
 
 // route is HTTPRoute ns/name to echo backend, attached to Gateway
