@@ -19,6 +19,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/fixture"
 	"github.com/gatefold/gatefold/test/testenv"
 )
@@ -60,28 +61,41 @@ type folded struct {
 // merger folded it.
 func fold(t *testing.T, ns string, allowed *gwv1.AllowedRoutes) folded {
 	t.Helper()
+	gw := gateway(t)
+	web := fixture.Entry("web", 80, gwv1.HTTPProtocolType, "a.example.com")
+	web.AllowedRoutes = allowed
+	lf := fixture.Fragment(ns, "lf", gw, web)
+	create(t, lf)
+	wantListener(t, gw, v1alpha1.ListenerName(ns, lf.Name, "web"))
+	return folded{gw: gw, lf: lf}
+}
+
+// gateway creates a Gateway of a new class of controller, in a namespace
+// of its own, admitting listeners from all namespaces.
+func gateway(t *testing.T) *gwv1.Gateway {
+	t.Helper()
 	gc := fixture.GatewayClass(controller)
 	create(t, gc)
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, gc) })
 	gw := fixture.Gateway(newNamespace(t), gwv1.NamespacesFromAll)
 	gw.Spec.GatewayClassName = gwv1.ObjectName(gc.Name)
 	create(t, gw)
-	web := fixture.Entry("web", 80, gwv1.HTTPProtocolType, "a.example.com")
-	web.AllowedRoutes = allowed
-	lf := fixture.Fragment(ns, "lf", gw, web)
-	create(t, lf)
-	generated := v1alpha1.ListenerName(ns, lf.Name, "web")
+	return gw
+}
+
+// wantListener waits until Gateway gw carries a listener named name.
+func wantListener(t *testing.T, gw *gwv1.Gateway, name gwv1.SectionName) {
+	t.Helper()
 	testenv.Eventually(t, settle, func() error {
 		got := &gwv1.Gateway{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(gw), got); err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(got.Spec.Listeners, func(l gwv1.Listener) bool { return l.Name == generated }) {
-			return fmt.Errorf("Gateway %s has no listener %s yet", gw.Name, generated)
+		if !slices.ContainsFunc(got.Spec.Listeners, func(l gwv1.Listener) bool { return l.Name == name }) {
+			return fmt.Errorf("Gateway %s has no listener %s yet", gw.Name, name)
 		}
 		return nil
 	})
-	return folded{gw: gw, lf: lf}
 }
 
 // fragmentRef is a parentRef naming fragment lf's listener section.
@@ -418,4 +432,22 @@ func TestReplacedEntryIsWrittenAgainWithBackoff(t *testing.T) {
 		}
 		return fmt.Errorf("no ParentStatusOverwritten Warning on HTTPRoute %s", r.Name)
 	})
+}
+
+// A ListenerSet's listeners land on the Gateway gatefold keeps beside its
+// parent: the derived route names that Gateway.
+func TestRouteByListenerSetIsServedOnItsGateway(t *testing.T) {
+	app := newNamespace(t)
+	gw := gateway(t)
+	ls := fixture.ListenerSet(app, "ls", gw, fixture.Entry("web", 80, gwv1.HTTPProtocolType, "a.example.com"))
+	create(t, ls)
+	landed := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: gw.Namespace, Name: rules.ListenerSetGatewayName(gw.Name)}}
+	listener := v1alpha1.ListenerSetListenerName(app, ls.Name, "web")
+	wantListener(t, landed, listener)
+	ref := gwv1.ParentReference{Group: ptr.To(gwv1.Group(gwv1.GroupName)), Kind: ptr.To(gwv1.Kind("ListenerSet")), Name: "ls", SectionName: ptr.To(gwv1.SectionName("web"))}
+	r := route(t, app, "web", ref)
+	d := wantDerived(t, r, landed, listener)
+	wantEntry(t, r, ref, metav1.ConditionUnknown, string(gwv1.RouteReasonPending))
+	implement(t, &d)
+	wantEntry(t, r, ref, metav1.ConditionTrue, string(gwv1.RouteReasonAccepted))
 }
