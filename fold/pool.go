@@ -94,7 +94,7 @@ type stay struct {
 // places, in precedence order.
 func newPool(in *Input, own []gwv1.Listener, sources, placeable []rules.Source) *pool {
 	head := &room{gw: in.Gateway, exists: true, managed: in.Managed, since: in.CarriedSince, taken: len(own)}
-	p := &pool{board: rules.OwnBoard(own).Unlimited(), rooms: []*room{head}, head: in.Gateway, own: len(own)}
+	p := &pool{board: rules.OwnBoard(own), rooms: []*room{head}, head: in.Gateway, own: len(own)}
 	if s := in.ListenerSetGateway; s != nil {
 		p.sets = &room{gw: s.Gateway, exists: true, managed: s.Managed, since: s.CarriedSince, taken: p.takeForeign(*s, sources)}
 	}

@@ -3,7 +3,6 @@ package rules
 import (
 	"cmp"
 	"maps"
-	"math"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -19,8 +18,6 @@ type Board struct {
 	// ports holds, per port, the first holder of each group there.
 	ports map[gwv1.PortNumber][]Holder
 	count int
-	// limit is the most listeners Place puts on the board.
-	limit int
 	// reserved holds, per port, the listeners whose tuples are reserved
 	// for their sources (see Reserve).
 	reserved map[gwv1.PortNumber][]Holder
@@ -28,15 +25,7 @@ type Board struct {
 
 // NewBoard returns an empty board.
 func NewBoard() *Board {
-	return &Board{tuples: map[Tuple]Holder{}, ports: map[gwv1.PortNumber][]Holder{}, limit: MaxListeners}
-}
-
-// Unlimited returns b without the limit of MaxListeners: the board of a
-// pool, where a tuple is taken once for all its Gateways and each Gateway's
-// room is counted apart.
-func (b *Board) Unlimited() *Board {
-	b.limit = math.MaxInt
-	return b
+	return &Board{tuples: map[Tuple]Holder{}, ports: map[gwv1.PortNumber][]Holder{}}
 }
 
 // Clone returns a board that can be filled without changing b.
@@ -49,7 +38,7 @@ func (b *Board) Clone() *Board {
 	for p, hs := range b.reserved {
 		reserved[p] = slices.Clone(hs)
 	}
-	return &Board{tuples: maps.Clone(b.tuples), ports: ports, count: b.count, limit: b.limit, reserved: reserved}
+	return &Board{tuples: maps.Clone(b.tuples), ports: ports, count: b.count, reserved: reserved}
 }
 
 // Reserve keeps h's tuple for h's source: until h is taken, a listener of

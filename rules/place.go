@@ -29,24 +29,20 @@ type Trial struct {
 	Fits []int
 }
 
-// Place places the listeners of src on the board of Gateway gateway, as the
-// fold does, and returns what became of each. A listener without a granted
+// Place places the listeners of src on the board of Gateway gateway, which
+// has room for room more listeners, as the fold does, and returns what
+// became of each and the room left. A listener without a granted
 // certificate (grants by namespace), or conflicting with the board or an
 // earlier listener of src, is left out; the others are placed together or,
-// past MaxListeners, not at all, since a route needs them all. A pool's fold
-// uses Try and Commit instead, counting room per Gateway.
-func (b *Board) Place(src *Source, grants map[string][]gwv1.ReferenceGrant, gateway string) []Placement {
-	return b.PlaceWithout(src, grants, gateway, nil)
-}
-
-// PlaceWithout is Place with the listeners of withheld, by index, left out
-// as it says: the fold withholds those the Gateway implementation refused.
-func (b *Board) PlaceWithout(src *Source, grants map[string][]gwv1.ReferenceGrant, gateway string, withheld map[int]Placement) []Placement {
-	t := b.Try(src, grants, gateway, withheld)
-	if b.Len()+len(t.Fits) > b.limit {
-		return t.NoRoom(TooManyListenersMessage(gateway, b.Len(), src.Kind, len(t.Fits)))
+// past room, not at all, since a route needs them all. A board is one for
+// all the Gateways its listeners may land on (a pool's, and the Gateway of
+// the ListenerSets): room is counted per Gateway by the caller.
+func (b *Board) Place(src *Source, grants map[string][]gwv1.ReferenceGrant, gateway string, room int) ([]Placement, int) {
+	t := b.Try(src, grants, gateway, nil)
+	if len(t.Fits) > room {
+		return t.NoRoom(TooManyListenersMessage(gateway, MaxListeners-room, src.Kind, len(t.Fits))), room
 	}
-	return b.Commit(src, t, t.Fits)
+	return b.Commit(src, t, t.Fits), room - len(t.Fits)
 }
 
 // Try decides every listener of src but room, and changes nothing: see Place.

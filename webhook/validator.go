@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -179,10 +180,13 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *claims.View, 
 	fragments = append(fragments, listenerSets...)
 	own := rules.OwnListeners(gw, rules.ManagedListeners(gw), fragments)
 	b := rules.OwnBoard(own)
+	// Room is counted per Gateway, as the fold counts it: fragments have the
+	// Gateway's, ListenerSets the 64 of the Gateway of the ListenerSets. A
+	// tuple is taken once per pool, and a pool grows: whatever the head's
+	// room, every stored fragment the fold places holds its tuples.
+	room := map[string]int{rules.KindListenerFragment: rules.MaxListeners - len(own), rules.KindListenerSet: rules.MaxListeners}
 	if rules.PoolHead(gw) {
-		// A tuple is taken once per pool, and a pool grows: whatever the
-		// head's room, every stored source the fold places holds its tuples.
-		b.Unlimited()
+		room[rules.KindListenerFragment] = math.MaxInt
 	}
 	placed, err := view.Placed(ctx, gw, fragments)
 	if err != nil {
@@ -206,7 +210,7 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *claims.View, 
 			logf.FromContext(ctx).Error(err, "Reading the ReferenceGrants of a stored source", "source", f.Ref().String())
 			return nil, 0, fmt.Errorf("reading the ReferenceGrants of the sources of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
 		}
-		b.Place(&f, grants, klog.KObj(gw).String())
+		_, room[f.Kind] = b.Place(&f, grants, klog.KObj(gw).String(), room[f.Kind])
 	}
 	return b, len(own), nil
 }

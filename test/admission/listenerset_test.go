@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/test/fixture"
+	"github.com/gatefold/gatefold/webhook"
 )
 
 // The replicas check fragments against the ListenerSets of both
@@ -114,4 +116,29 @@ func TestListenerSetsUnfoldedListenersDenyNothing(t *testing.T) {
 	}
 	mustCreate(t, newFragment(shop, "web", gw, gwv1.ListenerEntry{Name: "http", Port: 8080, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname("web.example.com"))}))
 	mustCreate(t, newFragment(shop, "secret", gw, https("https", "secret.example.com")))
+}
+
+// ListenerSets fold onto the Gateway of their ListenerSets, whose 64
+// listeners are their own: admission counts them there, as the fold does, so
+// a Gateway's ListenerSets never crowd a stored fragment off the Gateway's
+// board, and its tuples stay defended.
+func TestListenerSetsTakeNoRoomOfTheGateway(t *testing.T) {
+	infra, blog, shop := newNamespace(t, nil), newNamespace(t, nil), newNamespace(t, nil)
+	quiet := newNamespace(t, map[string]string{webhook.AdmissionLabel: webhook.AdmissionDisabled})
+	gw := classGateway(t, infra, foldedController) // its own listener: HTTP on 8080
+	var many []gwv1.ListenerEntry
+	for i := range 63 {
+		many = append(many, https(fmt.Sprintf("web-%d", i), fmt.Sprintf("set-%d.example.com", i)))
+	}
+	big := newListenerSet(blog, "big", gw, many...)
+	mustCreate(t, big)
+	waitCached(t, big)
+	// Younger than the ListenerSet, stored without a claim: the fold places
+	// it on the Gateway, beside the Gateway's own listener.
+	l := https("https", "quiet.example.com")
+	repair := newFragment(quiet, "repair", gw, l)
+	mustCreate(t, repair)
+	waitCached(t, repair)
+	err := env.Client.Create(context.Background(), newFragment(shop, "copy", gw, l))
+	wantDenied(t, err, `Duplicate value: "quiet.example.com"`, "by a listener (HTTPS) of a ListenerFragment in another namespace")
 }
