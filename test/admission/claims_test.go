@@ -144,15 +144,23 @@ func TestDuplicateOfAFragmentOfAnOptedOutNamespaceIsDenied(t *testing.T) {
 	quiet := newNamespace(t, map[string]string{webhook.AdmissionLabel: webhook.AdmissionDisabled})
 	shop := newNamespace(t, nil)
 	gw := newGateway(t, infra, gwv1.NamespacesFromAll)
+	if err := wantDuplicateOfQuietDenied(t, quiet, shop, gw); strings.Contains(err.Error(), quiet) {
+		t.Errorf("The denial names namespace %s: %v", quiet, err)
+	}
+}
+
+// wantDuplicateOfQuietDenied stores a fragment of namespace quiet, opted
+// out of admission, on gw, and checks that a duplicate of it from namespace
+// shop is denied; it returns the denial.
+func wantDuplicateOfQuietDenied(t *testing.T, quiet, shop string, gw *gwv1.Gateway) error {
+	t.Helper()
 	l := https("https", "quiet.example.com")
 	repair := newFragment(quiet, "repair", gw, l)
 	mustCreate(t, repair)
 	waitCached(t, repair)
 	err := env.Client.Create(context.Background(), newFragment(shop, "copy", gw, l))
 	wantDenied(t, err, `Duplicate value: "quiet.example.com"`, "by a listener (HTTPS) of a ListenerFragment in another namespace")
-	if strings.Contains(err.Error(), quiet) {
-		t.Errorf("The denial names namespace %s: %v", quiet, err)
-	}
+	return err
 }
 
 // notYet is the Gateway ns/shared before it exists.

@@ -135,10 +135,5 @@ func TestListenerSetsTakeNoRoomOfTheGateway(t *testing.T) {
 	waitCached(t, big)
 	// Younger than the ListenerSet, stored without a claim: the fold places
 	// it on the Gateway, beside the Gateway's own listener.
-	l := https("https", "quiet.example.com")
-	repair := newFragment(quiet, "repair", gw, l)
-	mustCreate(t, repair)
-	waitCached(t, repair)
-	err := env.Client.Create(context.Background(), newFragment(shop, "copy", gw, l))
-	wantDenied(t, err, `Duplicate value: "quiet.example.com"`, "by a listener (HTTPS) of a ListenerFragment in another namespace")
+	wantDuplicateOfQuietDenied(t, quiet, shop, gw)
 }
