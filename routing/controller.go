@@ -119,6 +119,12 @@ func (r *Reconciler) newRoute() *unstructured.Unstructured {
 	return u
 }
 
+func (r *Reconciler) newRouteList() *unstructured.UnstructuredList {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(r.GVK.GroupVersion().WithKind(r.GVK.Kind + "List"))
+	return list
+}
+
 // routeSpec is what every route kind's spec has that gatefold reads.
 type routeSpec struct {
 	ParentRefs []gwv1.ParentReference `json:"parentRefs,omitempty"`

@@ -121,8 +121,7 @@ func (r *Reconciler) syncDerived(ctx context.Context, key types.NamespacedName, 
 
 // listDerived lists the derived routes of the user route key, by name.
 func (r *Reconciler) listDerived(ctx context.Context, key types.NamespacedName) (map[string]*unstructured.Unstructured, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(r.GVK.GroupVersion().WithKind(r.GVK.Kind + "List"))
+	list := r.newRouteList()
 	if err := r.Client.List(ctx, list, client.InNamespace(key.Namespace),
 		client.MatchingLabels{v1alpha1.DerivedLabel: "true", v1alpha1.DerivedFromLabel: routeHash(r.GVK.Kind, key)}); err != nil {
 		return nil, fmt.Errorf("listing the routes derived from %s %s: %w", r.GVK.Kind, key, err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -38,9 +39,9 @@ type Options struct {
 	// Workers is how many routes of each kind are reconciled at once.
 	Workers int
 	// Resync is how often every route is reconciled again without an
-	// event: it picks up namespace labels and GatewayClass opt-ins, which no
-	// event maps to a route, and bounds the rewrites of a status entry
-	// another writer keeps replacing. 0 turns it off.
+	// event, which repairs what someone else changed, and bounds the
+	// backoff of a status entry another writer keeps replacing. 0 turns it
+	// off.
 	Resync time.Duration
 	// Fence, when set, fails while this replica may no longer lead: the
 	// controllers then write nothing.
@@ -116,6 +117,13 @@ func setupKind(ctx context.Context, mgr ctrl.Manager, gvk schema.GroupVersionKin
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&gwv1.Gateway{}, handler.EnqueueRequestsFromMapFunc(r.routesOfGateway),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A class created, deleted or opted in or out changes which sources
+		// are gatefold's, and the controllerName of their entries.
+		Watches(&gwv1.GatewayClass{}, handler.EnqueueRequestsFromMapFunc(r.routesOfClass)).
+		// Labels are all a route's judgement reads of its namespace
+		// (allowedRoutes selectors).
+		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.routesOfNamespace),
+			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Workers, 1)})
 	if opts.ListenerSetControllers.Len() > 0 {
 		b = b.Watches(&gwv1.ListenerSet{}, handler.EnqueueRequestsFromMapFunc(r.routesOfSource),
@@ -186,10 +194,43 @@ func (r *Reconciler) routesOfGateway(ctx context.Context, o client.Object) []rec
 	return out
 }
 
+// routesOfNamespace maps a namespace whose labels changed to the routes of
+// this kind in it that name a source.
+func (r *Reconciler) routesOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	list := r.newRouteList()
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetName()), client.DisableReadYourWritesConsistency); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the routes of a relabelled namespace", "kind", r.GVK.Kind, "namespace", o.GetName())
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if len(parentSources(&list.Items[i])) > 0 {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return out
+}
+
+// routesOfClass maps a GatewayClass to the routes naming the sources of its
+// Gateways.
+func (r *Reconciler) routesOfClass(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &gwv1.GatewayList{}
+	if err := r.Client.List(ctx, list, client.DisableReadYourWritesConsistency); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the Gateways of a GatewayClass", "gatewayClass", o.GetName())
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if string(list.Items[i].Spec.GatewayClassName) == o.GetName() {
+			out = append(out, r.routesOfGateway(ctx, &list.Items[i])...)
+		}
+	}
+	return out
+}
+
 // routesNaming lists the routes of this kind whose parentRefs name src.
 func (r *Reconciler) routesNaming(ctx context.Context, src rules.SourceRef) []reconcile.Request {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(r.GVK.GroupVersion().WithKind(r.GVK.Kind + "List"))
+	list := r.newRouteList()
 	if err := r.Client.List(ctx, list, client.MatchingFields{parentSourceIndex: sourceKey(src)}, client.DisableReadYourWritesConsistency); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing the routes naming a source", "kind", r.GVK.Kind, "source", src.String())
 		return nil

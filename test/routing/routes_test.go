@@ -451,3 +451,54 @@ func TestRouteByListenerSetIsServedOnItsGateway(t *testing.T) {
 	implement(t, &d)
 	wantEntry(t, r, ref, metav1.ConditionTrue, string(gwv1.RouteReasonAccepted))
 }
+
+// A route refused by an allowedRoutes selector is served once its
+// namespace gets the label: no resync is needed.
+func TestRelabelledNamespaceAdmitsRoute(t *testing.T) {
+	app, other := newNamespace(t), newNamespace(t)
+	f := fold(t, app, &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: ptr.To(gwv1.NamespacesFromSelector),
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "shop"}}}})
+	ref := fragmentRef(f.lf, "web")
+	r := route(t, other, "web", ref)
+	wantEntry(t, r, ref, metav1.ConditionFalse, string(gwv1.RouteReasonNotAllowedByListeners))
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}
+	get(t, ns)
+	ns.Labels["team"] = "shop"
+	if err := env.Client.Update(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	wantDerived(t, r, f.gw, v1alpha1.ListenerName(app, f.lf.Name, "web"))
+	wantEntry(t, r, ref, metav1.ConditionUnknown, string(gwv1.RouteReasonPending))
+}
+
+// GRPCRoutes are served as HTTPRoutes are.
+func TestGRPCRouteByFragmentGetsDerivedGRPCRoute(t *testing.T) {
+	app := newNamespace(t)
+	f := fold(t, app, nil)
+	r := &gwv1.GRPCRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: app, Name: "grpc"},
+		Spec: gwv1.GRPCRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{fragmentRef(f.lf, "web")}},
+			Hostnames:       []gwv1.Hostname{"a.example.com"},
+			Rules: []gwv1.GRPCRouteRule{{BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: gwv1.BackendRef{
+				BackendObjectReference: gwv1.BackendObjectReference{Name: "app", Port: ptr.To(gwv1.PortNumber(9090))}}}}}},
+		},
+	}
+	create(t, r)
+	listener := v1alpha1.ListenerName(app, f.lf.Name, "web")
+	testenv.Eventually(t, settle, func() error {
+		list := &gwv1.GRPCRouteList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(app), client.MatchingLabels{v1alpha1.DerivedLabel: "true"}); err != nil {
+			return err
+		}
+		if len(list.Items) != 1 || !metav1.IsControlledBy(&list.Items[0], r) {
+			return fmt.Errorf("GRPCRoute %s has %d derived GRPCRoutes, want 1 it controls", r.Name, len(list.Items))
+		}
+		d := list.Items[0]
+		if len(d.Spec.ParentRefs) != 1 || ptr.Deref(d.Spec.ParentRefs[0].SectionName, "") != listener || string(d.Spec.ParentRefs[0].Name) != f.gw.Name ||
+			!reflect.DeepEqual(d.Spec.Rules, r.Spec.Rules) {
+			return fmt.Errorf("derived GRPCRoute %s names %s with rules %+v, want Gateway %s section %s and the user's rules", d.Name, refs(d.Spec.ParentRefs), d.Spec.Rules, f.gw.Name, listener)
+		}
+		return nil
+	})
+}
