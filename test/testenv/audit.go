@@ -16,6 +16,9 @@ type AuditEvent struct {
 	User      struct {
 		Username string `json:"username"`
 	} `json:"user"`
+	ImpersonatedUser *struct {
+		Username string `json:"username"`
+	} `json:"impersonatedUser"`
 	ObjectRef struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
@@ -26,6 +29,16 @@ type AuditEvent struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	StageTimestamp time.Time `json:"stageTimestamp"`
+}
+
+// Username is the user the request acted as: the one it impersonated, if
+// any (a gatefold process Start runs impersonates its ServiceAccount), else
+// the one who sent it.
+func (e AuditEvent) Username() string {
+	if e.ImpersonatedUser != nil {
+		return e.ImpersonatedUser.Username
+	}
+	return e.User.Username
 }
 
 // ReadAuditLog returns the events of an audit log, one JSON event a line.
