@@ -1,0 +1,157 @@
+package routing
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
+)
+
+const impl gwv1.GatewayController = "example.com/gateway"
+
+var (
+	gw       = types.NamespacedName{Namespace: "infra", Name: "shared"}
+	fragment = gwv1.ParentReference{Group: ptr.To(gwv1.Group("gatefold.dev")), Kind: ptr.To(gwv1.Kind("ListenerFragment")), Name: "lf", SectionName: ptr.To(gwv1.SectionName("web"))}
+	landing  = rules.Landing{Gateway: gw, Listener: gwv1.Listener{Name: "shop-lf-web-hash"}}
+)
+
+// derivedWith is a derived route at generation gen, copied from the user
+// route's generation from, whose implementation entry says accepted at
+// generation at; no entry when accepted is "".
+func derivedWith(gen, from, at int64, accepted metav1.ConditionStatus) *unstructured.Unstructured {
+	d := &unstructured.Unstructured{Object: map[string]any{}}
+	d.SetGeneration(gen)
+	d.SetAnnotations(map[string]string{v1alpha1.SourceGenerationAnnotation: strconv.FormatInt(from, 10)})
+	if accepted == "" {
+		return d
+	}
+	st := routeStatus{Parents: []gwv1.RouteParentStatus{{
+		ParentRef:      gwv1.ParentReference{Name: gwv1.ObjectName(gw.Name), Namespace: ptr.To(gwv1.Namespace(gw.Namespace)), SectionName: ptr.To(landing.Listener.Name)},
+		ControllerName: impl,
+		Conditions: []metav1.Condition{
+			{Type: string(gwv1.RouteConditionAccepted), Status: accepted, Reason: "Impl", ObservedGeneration: at},
+			{Type: string(gwv1.RouteConditionResolvedRefs), Status: metav1.ConditionFalse, Reason: string(gwv1.RouteReasonBackendNotFound), ObservedGeneration: at},
+		},
+	}}}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
+	if err != nil {
+		panic(err)
+	}
+	d.Object["status"] = m
+	return d
+}
+
+func TestConditionsOfAParentRef(t *testing.T) {
+	accepted := rules.Attachment{Reason: gwv1.RouteReasonAccepted, Landings: []rules.Landing{landing}}
+	tests := map[string]struct {
+		att      rules.Attachment
+		derived  *unstructured.Unstructured
+		accepted metav1.ConditionStatus
+		reason   string
+		resolved metav1.ConditionStatus // "" when there is none
+	}{
+		"refused by gatefold": {att: rules.Attachment{Reason: gwv1.RouteReasonNoMatchingParent, Message: "no listener"},
+			accepted: metav1.ConditionFalse, reason: string(gwv1.RouteReasonNoMatchingParent)},
+		"no derived route yet":        {att: accepted, accepted: metav1.ConditionUnknown, reason: reasonPending, resolved: metav1.ConditionUnknown},
+		"not judged yet":              {att: accepted, derived: derivedWith(1, 2, 0, ""), accepted: metav1.ConditionUnknown, reason: reasonPending, resolved: metav1.ConditionUnknown},
+		"judged an older derived gen": {att: accepted, derived: derivedWith(2, 2, 1, metav1.ConditionTrue), accepted: metav1.ConditionUnknown, reason: reasonPending, resolved: metav1.ConditionUnknown},
+		"copied from an older route":  {att: accepted, derived: derivedWith(1, 1, 1, metav1.ConditionTrue), accepted: metav1.ConditionUnknown, reason: reasonPending, resolved: metav1.ConditionUnknown},
+		"judged":                      {att: accepted, derived: derivedWith(1, 2, 1, metav1.ConditionTrue), accepted: metav1.ConditionTrue, reason: "Impl", resolved: metav1.ConditionFalse},
+		"refused by the implementation": {att: accepted, derived: derivedWith(1, 2, 1, metav1.ConditionFalse), accepted: metav1.ConditionFalse, reason: "Impl",
+			resolved: metav1.ConditionFalse},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			derived := map[types.NamespacedName]*unstructured.Unstructured{}
+			if tc.derived != nil {
+				derived[gw] = tc.derived
+			}
+			got := conditions(verdict{ref: fragment, controller: impl, att: tc.att}, 2, derived)
+			a := meta.FindStatusCondition(got, string(gwv1.RouteConditionAccepted))
+			if a == nil || a.Status != tc.accepted || a.Reason != tc.reason || a.ObservedGeneration != 2 {
+				t.Errorf("Accepted = %+v, want %s/%s at generation 2", a, tc.accepted, tc.reason)
+			}
+			r := meta.FindStatusCondition(got, string(gwv1.RouteConditionResolvedRefs))
+			switch {
+			case tc.resolved == "" && r != nil:
+				t.Errorf("ResolvedRefs = %+v, want none", r)
+			case tc.resolved != "" && (r == nil || r.Status != tc.resolved || r.ObservedGeneration != 2):
+				t.Errorf("ResolvedRefs = %+v, want %s at generation 2", r, tc.resolved)
+			}
+		})
+	}
+}
+
+func TestParentsKeepOthersAndDropStaleEntries(t *testing.T) {
+	r := &Reconciler{ListenerSetControllers: sets.New(string(impl))}
+	route := &unstructured.Unstructured{Object: map[string]any{}}
+	route.SetNamespace("shop")
+	route.SetGeneration(2)
+	cond := func(status metav1.ConditionStatus) []metav1.Condition {
+		return []metav1.Condition{{Type: string(gwv1.RouteConditionAccepted), Status: status, Reason: "R", ObservedGeneration: 1,
+			LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}}
+	}
+	gatewayRef := gwv1.ParentReference{Name: "shared"}
+	otherSet := gwv1.ParentReference{Kind: ptr.To(gwv1.Kind("ListenerSet")), Name: "native"}
+	staleFragment := gwv1.ParentReference{Group: ptr.To(gwv1.Group("gatefold.dev")), Kind: ptr.To(gwv1.Kind("ListenerFragment")), Name: "gone"}
+	stored := []gwv1.RouteParentStatus{
+		{ParentRef: gatewayRef, ControllerName: impl, Conditions: cond(metav1.ConditionTrue)},
+		{ParentRef: staleFragment, ControllerName: impl, Conditions: cond(metav1.ConditionTrue)},
+		{ParentRef: otherSet, ControllerName: "example.com/native", Conditions: cond(metav1.ConditionTrue)},
+		{ParentRef: fragment, ControllerName: impl, Conditions: cond(metav1.ConditionFalse)},
+	}
+	refusal := verdict{ref: fragment, controller: impl, att: rules.Attachment{Reason: gwv1.RouteReasonNotAllowedByListeners, Message: "m"}}
+	all, ours := r.parents(route, stored, []verdict{refusal}, nil)
+	if len(all) != 3 || all[0].ParentRef.Name != "shared" || all[1].ParentRef.Name != "native" || all[2].ParentRef.Name != "lf" {
+		t.Fatalf("parents = %+v, want the Gateway's and the native ListenerSet's entries kept in place, the stale fragment's dropped, and gatefold's", all)
+	}
+	if len(ours) != 1 || !equalParents(ours, all[2:]) {
+		t.Errorf("ours = %+v, want gatefold's entry alone", ours)
+	}
+	c := all[2].Conditions[0]
+	if c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.RouteReasonNotAllowedByListeners) || c.ObservedGeneration != 2 || c.LastTransitionTime != stored[3].Conditions[0].LastTransitionTime {
+		t.Errorf("gatefold's Accepted = %+v, want False/NotAllowedByListeners at generation 2, keeping the stored lastTransitionTime", c)
+	}
+	if again, _ := r.parents(route, all, []verdict{refusal}, nil); !equalParents(again, all) {
+		t.Errorf("parents of what they returned = %+v, want the same: nothing to write", again)
+	}
+}
+
+func TestReplacedEntriesAreWrittenAgainWithABackoff(t *testing.T) {
+	key := types.NamespacedName{Namespace: "shop", Name: "web"}
+	entries := []gwv1.RouteParentStatus{{ParentRef: fragment, ControllerName: impl}}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var m writtenMemo
+	if due, _, over := m.due(key, "uid", 1, entries, now, time.Minute); !due || over {
+		t.Fatalf("never written: due %v, overwritten %v, want due and not overwritten", due, over)
+	}
+	m.wrote(key, "uid", 1, entries, now)
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		due, wait, over := m.due(key, "uid", 1, entries, now, time.Minute)
+		if due || wait != want || over != true {
+			t.Fatalf("replaced %d times in a row: due %v, wait %v, overwritten %v; want a wait of %v, reported overwritten", i+1, due, wait, over, want)
+		}
+		if _, _, over := m.due(key, "uid", 1, entries, now, time.Minute); over {
+			t.Fatalf("the same replacement was reported twice")
+		}
+		now = now.Add(wait)
+		if due, _, _ := m.due(key, "uid", 1, entries, now, time.Minute); !due {
+			t.Fatalf("not due after the backoff of %v", wait)
+		}
+		m.wrote(key, "uid", 1, entries, now)
+	}
+	if due, _, over := m.due(key, "uid", 2, entries, now, time.Minute); !due || over {
+		t.Errorf("a new generation: due %v, overwritten %v, want due at once", due, over)
+	}
+}
