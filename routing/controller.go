@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -57,7 +56,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	switch err := r.Client.Get(ctx, req.NamespacedName, route); {
 	case apierrors.IsNotFound(err):
 		r.written.forget(req.NamespacedName)
-		return r.result(r.syncDerived(ctx, req.NamespacedName, nil, nil))
+		if _, err := r.syncDerived(ctx, req.NamespacedName, nil, nil); err != nil {
+			return r.result(err)
+		}
+		return ctrl.Result{}, nil
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("reading %s %s: %w", r.GVK.Kind, req.NamespacedName, err)
 	case route.GetLabels()[v1alpha1.DerivedLabel] == "true" || !route.GetDeletionTimestamp().IsZero():
@@ -69,27 +71,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	derived, err := r.syncDerived(ctx, req.NamespacedName, route, verdicts)
 	if err != nil {
-		return r.result(derived, err)
+		return r.result(err)
 	}
 	wait, err := r.writeStatus(ctx, route, verdicts, derived)
 	if err != nil {
-		return r.result(nil, err)
+		return r.result(err)
 	}
 	return ctrl.Result{RequeueAfter: soonest(r.Resync, wait)}, nil
 }
 
 // result turns a write's error into a result: a fenced write or a
 // conflict is looked at again soon.
-func (r *Reconciler) result(_ map[types.NamespacedName]*unstructured.Unstructured, err error) (ctrl.Result, error) {
+func (r *Reconciler) result(err error) (ctrl.Result, error) {
 	switch {
 	case errors.Is(err, errFenced):
 		return ctrl.Result{RequeueAfter: fenceRetry}, nil
 	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), apierrors.IsNotFound(err):
 		return ctrl.Result{RequeueAfter: time.Second}, nil
-	case err != nil:
-		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: r.Resync}, nil
+	return ctrl.Result{}, err
 }
 
 // soonest is the shortest positive wait, resync when none is shorter.

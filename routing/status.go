@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -148,10 +149,34 @@ func sameParent(ns string, a, b gwv1.ParentReference) bool {
 
 // gatefolds says whether entry p is one gatefold writes: for a parentRef
 // naming a ListenerFragment, or a ListenerSet with the controllerName of a
-// class whose ListenerSets gatefold folds.
-func (r *Reconciler) gatefolds(ns string, p gwv1.RouteParentStatus) bool {
+// class whose ListenerSets gatefold folds and none of whose classes, native,
+// supports ListenerSets itself.
+func (r *Reconciler) gatefolds(ns string, p gwv1.RouteParentStatus, native sets.Set[gwv1.GatewayController]) bool {
 	src, ok := rules.RouteParent(ns, p.ParentRef)
-	return ok && (src.Kind == rules.KindListenerFragment || r.ListenerSetControllers.Has(string(p.ControllerName)))
+	if !ok {
+		return false
+	}
+	return src.Kind == rules.KindListenerFragment || r.ListenerSetControllers.Has(string(p.ControllerName)) && !native.Has(p.ControllerName)
+}
+
+// nativeControllers returns the controllerNames of the classes whose
+// implementation supports ListenerSets itself: their entries for
+// ListenerSet parentRefs are the implementation's.
+func (r *Reconciler) nativeControllers(ctx context.Context) (sets.Set[gwv1.GatewayController], error) {
+	native := sets.New[gwv1.GatewayController]()
+	if r.ListenerSetControllers.Len() == 0 {
+		return native, nil
+	}
+	list := &gwv1.GatewayClassList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("listing GatewayClasses: %w", err)
+	}
+	for i := range list.Items {
+		if rules.SupportsListenerSets(&list.Items[i]) {
+			native.Insert(list.Items[i].Spec.ControllerName)
+		}
+	}
+	return native, nil
 }
 
 // parents returns the route's status.parents with gatefold's entries as
@@ -159,7 +184,7 @@ func (r *Reconciler) gatefolds(ns string, p gwv1.RouteParentStatus) bool {
 // of the stored one, whose conditions keep their lastTransitionTime while
 // their status stands; the entries of other parentRefs and other
 // controllers are kept.
-func (r *Reconciler) parents(route *unstructured.Unstructured, stored []gwv1.RouteParentStatus, verdicts []verdict, derived map[types.NamespacedName]*unstructured.Unstructured) (all, ours []gwv1.RouteParentStatus) {
+func (r *Reconciler) parents(route *unstructured.Unstructured, stored []gwv1.RouteParentStatus, verdicts []verdict, derived map[types.NamespacedName]*unstructured.Unstructured, native sets.Set[gwv1.GatewayController]) (all, ours []gwv1.RouteParentStatus) {
 	ns := route.GetNamespace()
 	entry := func(v verdict) gwv1.RouteParentStatus {
 		e := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: v.controller}
@@ -182,7 +207,7 @@ func (r *Reconciler) parents(route *unstructured.Unstructured, stored []gwv1.Rou
 		case i >= 0 && !done[i]:
 			e := entry(verdicts[i])
 			all, ours, done[i] = append(all, e), append(ours, e), true
-		case i < 0 && !r.gatefolds(ns, p):
+		case i < 0 && !r.gatefolds(ns, p, native):
 			all = append(all, p)
 		}
 	}
@@ -203,7 +228,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, route *unstructured.Unstru
 	if err != nil {
 		return 0, err
 	}
-	want, ours := r.parents(route, stored, verdicts, derived)
+	native, err := r.nativeControllers(ctx)
+	if err != nil {
+		return 0, err
+	}
+	want, ours := r.parents(route, stored, verdicts, derived, native)
 	if equalParents(stored, want) {
 		statusWrites.WithLabelValues(resultUnchanged).Inc()
 		return 0, nil

@@ -112,7 +112,7 @@ func TestParentsKeepOthersAndDropStaleEntries(t *testing.T) {
 		{ParentRef: fragment, ControllerName: impl, Conditions: cond(metav1.ConditionFalse)},
 	}
 	refusal := verdict{ref: fragment, controller: impl, att: rules.Attachment{Reason: gwv1.RouteReasonNotAllowedByListeners, Message: "m"}}
-	all, ours := r.parents(route, stored, []verdict{refusal}, nil)
+	all, ours := r.parents(route, stored, []verdict{refusal}, nil, sets.New[gwv1.GatewayController]())
 	if len(all) != 3 || all[0].ParentRef.Name != "shared" || all[1].ParentRef.Name != "native" || all[2].ParentRef.Name != "lf" {
 		t.Fatalf("parents = %+v, want the Gateway's and the native ListenerSet's entries kept in place, the stale fragment's dropped, and gatefold's", all)
 	}
@@ -123,7 +123,7 @@ func TestParentsKeepOthersAndDropStaleEntries(t *testing.T) {
 	if c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.RouteReasonNotAllowedByListeners) || c.ObservedGeneration != 2 || c.LastTransitionTime != stored[3].Conditions[0].LastTransitionTime {
 		t.Errorf("gatefold's Accepted = %+v, want False/NotAllowedByListeners at generation 2, keeping the stored lastTransitionTime", c)
 	}
-	if again, _ := r.parents(route, all, []verdict{refusal}, nil); !equalParents(again, all) {
+	if again, _ := r.parents(route, all, []verdict{refusal}, nil, nil); !equalParents(again, all) {
 		t.Errorf("parents of what they returned = %+v, want the same: nothing to write", again)
 	}
 }
@@ -153,5 +153,29 @@ func TestReplacedEntriesAreWrittenAgainWithABackoff(t *testing.T) {
 	}
 	if due, _, over := m.due(key, "uid", 2, entries, now, time.Minute); !due || over {
 		t.Errorf("a new generation: due %v, overwritten %v, want due at once", due, over)
+	}
+}
+
+// A class that supports ListenerSets itself writes its own entries for
+// them, even under a controllerName gatefold folds for other classes.
+func TestParentsKeepNativeListenerSetEntries(t *testing.T) {
+	r := &Reconciler{ListenerSetControllers: sets.New(string(impl))}
+	route := &unstructured.Unstructured{Object: map[string]any{}}
+	route.SetNamespace("shop")
+	set := gwv1.RouteParentStatus{ParentRef: gwv1.ParentReference{Kind: ptr.To(gwv1.Kind("ListenerSet")), Name: "ls"}, ControllerName: impl}
+	tests := map[string]struct {
+		native sets.Set[gwv1.GatewayController]
+		kept   bool
+	}{
+		"a native class has the controllerName": {native: sets.New(impl), kept: true},
+		"no native class has it":                {native: sets.New[gwv1.GatewayController]()},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			all, _ := r.parents(route, []gwv1.RouteParentStatus{set}, nil, nil, tc.native)
+			if kept := len(all) == 1; kept != tc.kept {
+				t.Errorf("entry kept: %v, want %v", kept, tc.kept)
+			}
+		})
 	}
 }
