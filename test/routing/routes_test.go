@@ -502,3 +502,25 @@ func TestGRPCRouteByFragmentGetsDerivedGRPCRoute(t *testing.T) {
 		return nil
 	})
 }
+
+// An edit of the user's route reaches the derived route, and the entry
+// waits for the implementation's verdict on the edit before it says
+// Accepted at the new generation.
+func TestEditedRouteIsJudgedAgain(t *testing.T) {
+	s := serve(t)
+	s.accept(t)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		get(t, s.route)
+		s.route.Spec.Rules[0].BackendRefs[0].Port = ptr.To(gwv1.PortNumber(9090))
+		return env.Client.Update(ctx, s.route)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	d := wantDerived(t, s.route, s.gw, v1alpha1.ListenerName(s.lf.Namespace, s.lf.Name, "web"))
+	if d.Annotations[v1alpha1.SourceGenerationAnnotation] != "2" {
+		t.Errorf("derived route %s copies generation %s of the route, want 2", d.Name, d.Annotations[v1alpha1.SourceGenerationAnnotation])
+	}
+	wantEntry(t, s.route, s.ref, metav1.ConditionUnknown, string(gwv1.RouteReasonPending))
+	s.derived = d
+	s.accept(t)
+}
