@@ -61,6 +61,7 @@ func (r *Reconciler) derivedRoute(route *unstructured.Unstructured, gw types.Nam
 	d.SetAnnotations(map[string]string{
 		v1alpha1.DerivedSourceAnnotation:    r.GVK.Kind + "/" + route.GetName(),
 		v1alpha1.SourceGenerationAnnotation: strconv.FormatInt(route.GetGeneration(), 10),
+		v1alpha1.DerivedNoteAnnotation:      fmt.Sprintf("Made by gatefold from %s %s, which to edit instead: edits of this route are reverted", r.GVK.Kind, route.GetName()),
 	})
 	d.SetOwnerReferences([]metav1.OwnerReference{{
 		APIVersion: r.GVK.GroupVersion().String(), Kind: r.GVK.Kind, Name: route.GetName(), UID: route.GetUID(),

@@ -33,6 +33,10 @@ const (
 	// <Kind>/<name>, in the same namespace.
 	DerivedSourceAnnotation = "gatefold.dev/derived-source"
 
+	// DerivedNoteAnnotation on a derived route tells whoever opens it to
+	// edit the user's route instead: gatefold reverts edits of it.
+	DerivedNoteAnnotation = "gatefold.dev/note"
+
 	// SourceGenerationAnnotation on a derived route is the generation of
 	// the user's route its spec was copied from.
 	SourceGenerationAnnotation = "gatefold.dev/source-generation"

@@ -252,8 +252,9 @@ func TestRouteByFragmentIsServedThroughDerivedRoute(t *testing.T) {
 	if owner := metav1.GetControllerOf(&d); owner == nil || owner.UID != r.UID || ptr.Deref(owner.BlockOwnerDeletion, true) {
 		t.Errorf("Derived route %s is controlled by %+v, want HTTPRoute %s without blockOwnerDeletion", d.Name, owner, r.Name)
 	}
-	if !strings.HasPrefix(d.Name, "gf-") || d.Labels["app.kubernetes.io/managed-by"] != "gatefold" || d.Annotations[v1alpha1.SourceGenerationAnnotation] != "1" {
-		t.Errorf("Derived route %s has labels %v and annotations %v, want the gf- prefix, managed-by gatefold and source-generation 1", d.Name, d.Labels, d.Annotations)
+	if !strings.HasPrefix(d.Name, "gf-") || d.Labels["app.kubernetes.io/managed-by"] != "gatefold" || d.Annotations[v1alpha1.SourceGenerationAnnotation] != "1" ||
+		d.Annotations[v1alpha1.DerivedSourceAnnotation] != "HTTPRoute/web" || !strings.Contains(d.Annotations[v1alpha1.DerivedNoteAnnotation], "reverted") {
+		t.Errorf("Derived route %s has labels %v and annotations %v, want the gf- prefix, managed-by gatefold, the route it comes from, source-generation 1 and a note", d.Name, d.Labels, d.Annotations)
 	}
 	// Until the implementation judged the derived route, the entry waits.
 	wantEntry(t, r, ref, metav1.ConditionUnknown, string(gwv1.RouteReasonPending))
