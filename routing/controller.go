@@ -63,7 +63,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("reading %s %s: %w", r.GVK.Kind, req.NamespacedName, err)
 	case route.GetLabels()[v1alpha1.DerivedLabel] == "true" || !route.GetDeletionTimestamp().IsZero():
-		return ctrl.Result{}, nil // the garbage collector deletes what it controls
+		return ctrl.Result{}, nil // no user's route; a deleted route's derived routes go with it
 	}
 	verdicts, err := r.judge(ctx, route)
 	if err != nil {
