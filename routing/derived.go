@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
-	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,39 +20,46 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // managedByLabel is the well-known label naming the tool that manages an
 // object.
 const managedByLabel = "app.kubernetes.io/managed-by"
 
-// wantedSections returns, by Gateway, the generated sectionNames the
-// accepted verdicts attach the route to.
-func wantedSections(verdicts []verdict) map[types.NamespacedName][]gwv1.SectionName {
-	out := map[types.NamespacedName][]gwv1.SectionName{}
+// section is one Gateway listener a route attaches to.
+type section struct {
+	Gateway types.NamespacedName
+	Name    gwv1.SectionName
+}
+
+// sectionOf is the Gateway listener of a landing.
+func sectionOf(l rules.Landing) section { return section{Gateway: l.Gateway, Name: l.Listener.Name} }
+
+// wantedSections returns the Gateway listeners the accepted verdicts attach
+// the route to, each once.
+func wantedSections(verdicts []verdict) sets.Set[section] {
+	out := sets.New[section]()
 	for _, v := range verdicts {
-		if !v.att.Accepted() {
-			continue
-		}
-		for _, l := range v.att.Landings {
-			if !slices.Contains(out[l.Gateway], l.Listener.Name) {
-				out[l.Gateway] = append(out[l.Gateway], l.Listener.Name)
+		if v.att.Accepted() {
+			for _, l := range v.att.Landings {
+				out.Insert(sectionOf(l))
 			}
 		}
-	}
-	for _, sections := range out {
-		slices.Sort(sections)
 	}
 	return out
 }
 
-// derivedRoute returns the route derived from route for Gateway gw: the
-// user's spec but its parentRefs, which name gw's listeners sections.
-func (r *Reconciler) derivedRoute(route *unstructured.Unstructured, gw types.NamespacedName, sections []gwv1.SectionName) (*unstructured.Unstructured, error) {
+// derivedRoute returns the route derived from route for the Gateway
+// listener s: the user's spec but its parentRefs, which name s alone. One
+// parentRef each, because an implementation may count a listener once per
+// parentRef that names its Gateway (Traefik does), and attachedRoutes
+// would then count a route more than once.
+func (r *Reconciler) derivedRoute(route *unstructured.Unstructured, s section) (*unstructured.Unstructured, error) {
 	key := client.ObjectKeyFromObject(route)
 	d := r.newRoute()
 	d.SetNamespace(route.GetNamespace())
-	d.SetName(derivedName(r.GVK.Kind, key, gw))
+	d.SetName(derivedName(r.GVK.Kind, key, s))
 	d.SetLabels(map[string]string{
 		managedByLabel:            v1alpha1.FieldManager,
 		v1alpha1.DerivedLabel:     "true",
@@ -71,19 +78,15 @@ func (r *Reconciler) derivedRoute(route *unstructured.Unstructured, gw types.Nam
 	if err != nil {
 		return nil, fmt.Errorf("copying the spec of %s %s: %w", r.GVK.Kind, key, err)
 	}
-	refs := make([]any, 0, len(sections))
-	for _, s := range sections {
-		ref := gwv1.ParentReference{
-			Group: ptr.To(gwv1.Group(gwv1.GroupName)), Kind: ptr.To(gwv1.Kind("Gateway")),
-			Namespace: ptr.To(gwv1.Namespace(gw.Namespace)), Name: gwv1.ObjectName(gw.Name), SectionName: ptr.To(s),
-		}
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ref)
-		if err != nil {
-			return nil, fmt.Errorf("building a parentRef: %w", err)
-		}
-		refs = append(refs, m)
+	ref := gwv1.ParentReference{
+		Group: ptr.To(gwv1.Group(gwv1.GroupName)), Kind: ptr.To(gwv1.Kind("Gateway")),
+		Namespace: ptr.To(gwv1.Namespace(s.Gateway.Namespace)), Name: gwv1.ObjectName(s.Gateway.Name), SectionName: ptr.To(s.Name),
 	}
-	spec["parentRefs"] = refs
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ref)
+	if err != nil {
+		return nil, fmt.Errorf("building a parentRef: %w", err)
+	}
+	spec["parentRefs"] = []any{m}
 	d.Object["spec"] = spec
 	return d, nil
 }
@@ -91,16 +94,16 @@ func (r *Reconciler) derivedRoute(route *unstructured.Unstructured, gw types.Nam
 // syncDerived makes the derived routes of the user route key what the
 // verdicts want: it creates the missing, puts back edited ones and deletes
 // the unwanted; route nil deletes them all. It returns the derived routes
-// as stored, by Gateway.
-func (r *Reconciler) syncDerived(ctx context.Context, key types.NamespacedName, route *unstructured.Unstructured, verdicts []verdict) (map[types.NamespacedName]*unstructured.Unstructured, error) {
+// as stored, by the Gateway listener each names.
+func (r *Reconciler) syncDerived(ctx context.Context, key types.NamespacedName, route *unstructured.Unstructured, verdicts []verdict) (map[section]*unstructured.Unstructured, error) {
 	existing, err := r.listDerived(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	out := map[types.NamespacedName]*unstructured.Unstructured{}
+	out := map[section]*unstructured.Unstructured{}
 	if route != nil {
-		for gw, sections := range wantedSections(verdicts) {
-			want, err := r.derivedRoute(route, gw, sections)
+		for s := range wantedSections(verdicts) {
+			want, err := r.derivedRoute(route, s)
 			if err != nil {
 				return nil, err
 			}
@@ -108,7 +111,7 @@ func (r *Reconciler) syncDerived(ctx context.Context, key types.NamespacedName, 
 			if err != nil {
 				return out, err
 			}
-			out[gw] = got
+			out[s] = got
 			delete(existing, want.GetName())
 		}
 	}

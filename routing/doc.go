@@ -1,9 +1,9 @@
 // Package routing serves the routes that name a ListenerFragment or a
 // ListenerSet as parentRef, a stage after the fold (rules → fold → merger →
 // routing): a leader-only controller that, for each such user route, keeps
-// one derived route per Gateway the parent's listeners landed on, in the
-// route's namespace and of its kind, naming that Gateway and the generated
-// sectionName, and writes the user route's status.parents entries for those
+// one derived route per listener it attaches to, wherever the parent's
+// listeners landed, in the route's namespace and of its kind, naming that
+// Gateway and the listener's generated sectionName, and writes the user route's status.parents entries for those
 // parentRefs from rules.Attach and the implementation's verdict on the
 // derived routes.
 //

@@ -21,10 +21,10 @@ func routeHash(kind string, route types.NamespacedName) string {
 }
 
 // derivedName is the name of the route derived from the user route kind
-// namespace/name for Gateway gw: deterministic, so that a new leader finds
-// what the last one made, and a valid DNS-1123 subdomain.
-func derivedName(kind string, route, gw types.NamespacedName) string {
-	return derivedPrefix + hashOf(kind+"/"+route.String()+"|"+gw.String())
+// namespace/name for the Gateway listener s: deterministic, so that a new
+// leader finds what the last one made, and a valid DNS-1123 subdomain.
+func derivedName(kind string, route types.NamespacedName, s section) string {
+	return derivedPrefix + hashOf(kind+"/"+route.String()+"|"+s.Gateway.String()+"/"+string(s.Name))
 }
 
 func hashOf(s string) string {

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,7 +50,7 @@ func statusOf(u *unstructured.Unstructured) ([]gwv1.RouteParentStatus, error) {
 // conditions returns the Accepted and ResolvedRefs conditions of the user
 // route for v, at generation gen: gatefold's refusal, else what the
 // implementation said of the derived routes' sections of v.
-func conditions(v verdict, gen int64, derived map[types.NamespacedName]*unstructured.Unstructured) []metav1.Condition {
+func conditions(v verdict, gen int64, derived map[section]*unstructured.Unstructured) []metav1.Condition {
 	accepted := metav1.Condition{Type: string(gwv1.RouteConditionAccepted), ObservedGeneration: gen}
 	if !v.att.Accepted() {
 		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(v.att.Reason), v.att.Message
@@ -59,7 +58,7 @@ func conditions(v verdict, gen int64, derived map[types.NamespacedName]*unstruct
 	}
 	var acc, refs []metav1.Condition
 	for _, l := range v.att.Landings {
-		a, rr, ok := reported(derived[l.Gateway], l, v.controller, gen)
+		a, rr, ok := reported(derived[sectionOf(l)], l, v.controller, gen)
 		if !ok {
 			pending := metav1.Condition{Status: metav1.ConditionUnknown, Reason: reasonPending, ObservedGeneration: gen,
 				Message: "Waiting for the implementation to judge the route on the listeners it landed on"}
@@ -184,7 +183,7 @@ func (r *Reconciler) nativeControllers(ctx context.Context) (sets.Set[gwv1.Gatew
 // of the stored one, whose conditions keep their lastTransitionTime while
 // their status stands; the entries of other parentRefs and other
 // controllers are kept.
-func (r *Reconciler) parents(route *unstructured.Unstructured, stored []gwv1.RouteParentStatus, verdicts []verdict, derived map[types.NamespacedName]*unstructured.Unstructured, native sets.Set[gwv1.GatewayController]) (all, ours []gwv1.RouteParentStatus) {
+func (r *Reconciler) parents(route *unstructured.Unstructured, stored []gwv1.RouteParentStatus, verdicts []verdict, derived map[section]*unstructured.Unstructured, native sets.Set[gwv1.GatewayController]) (all, ours []gwv1.RouteParentStatus) {
 	ns := route.GetNamespace()
 	entry := func(v verdict) gwv1.RouteParentStatus {
 		e := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: v.controller}
@@ -223,7 +222,7 @@ func (r *Reconciler) parents(route *unstructured.Unstructured, stored []gwv1.Rou
 // writeStatus writes the route's status.parents when gatefold's entries
 // differ from the stored ones, fenced by the route's resourceVersion. It
 // returns when to look again at entries another writer keeps replacing.
-func (r *Reconciler) writeStatus(ctx context.Context, route *unstructured.Unstructured, verdicts []verdict, derived map[types.NamespacedName]*unstructured.Unstructured) (time.Duration, error) {
+func (r *Reconciler) writeStatus(ctx context.Context, route *unstructured.Unstructured, verdicts []verdict, derived map[section]*unstructured.Unstructured) (time.Duration, error) {
 	stored, err := statusOf(route)
 	if err != nil {
 		return 0, err

@@ -73,9 +73,9 @@ func TestConditionsOfAParentRef(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			derived := map[types.NamespacedName]*unstructured.Unstructured{}
+			derived := map[section]*unstructured.Unstructured{}
 			if tc.derived != nil {
-				derived[gw] = tc.derived
+				derived[sectionOf(landing)] = tc.derived
 			}
 			got := conditions(verdict{ref: fragment, controller: impl, att: tc.att}, 2, derived)
 			a := meta.FindStatusCondition(got, string(gwv1.RouteConditionAccepted))

@@ -168,10 +168,6 @@ func TestTraefikServesRoutesToServices(t *testing.T) {
 	t.Run("ListenerSetAttachedRoutes", func(t *testing.T) {
 		// Route shop/deals names the ListenerSet without a sectionName: it
 		// is attached through both listeners, once each.
-		t.Skip("Skipped: attachedRoutes is 2 on each listener, want 1. The derived route names both listeners on the Gateway " +
-			"of the ListenerSets, one parentRef each (routing/derived.go, derivedRoute), and Traefik v3.6.12 counts a route once " +
-			"per parentRef naming the Gateway on each listener it attaches to (pkg/provider/kubernetes/gateway/kubernetes.go:1115-1142, " +
-			"matchingGatewayListeners; httproute.go:72-75); gatefold copies that count")
 		waitListenerSetProgrammed(t, c, deals, map[gwv1.SectionName]int32{"http": 1, "https": 1})
 	})
 
