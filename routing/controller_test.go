@@ -20,6 +20,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/fixture"
 )
 
@@ -41,7 +42,7 @@ func cluster(t *testing.T) client.Client {
 		t.Fatal(err)
 	}
 	route := &unstructured.Unstructured{Object: m}
-	route.SetGroupVersionKind(Kinds[0])
+	route.SetGroupVersionKind(httpRoute)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}
 	return fake.NewClientBuilder().WithScheme(withoutRoutes(t)).WithObjects(gc, gateway, lf, route, ns).WithStatusSubresource(route).Build()
 }
@@ -62,8 +63,11 @@ func withoutRoutes(t *testing.T) *runtime.Scheme {
 	return s
 }
 
+// httpRoute is the kind the tests' reconciler serves.
+var httpRoute = schema.GroupVersionKind{Group: gwv1.GroupName, Version: gwv1.GroupVersion.Version, Kind: rules.KindHTTPRoute}
+
 func reconciler(c client.Client, fence func() error) *Reconciler {
-	return &Reconciler{Client: c, Recorder: events.NewFakeRecorder(10), GVK: Kinds[0], Fence: fence}
+	return &Reconciler{Client: c, Recorder: events.NewFakeRecorder(10), GVK: httpRoute, Fence: fence}
 }
 
 func TestFencedReplicaWritesNothing(t *testing.T) {

@@ -20,18 +20,35 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1alpha2 "sigs.k8s.io/gateway-api/apis/v1alpha2"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/rules"
 )
 
+// Kind is a route kind, of group gateway.networking.k8s.io, and the
+// versions of it a routing controller may serve, the preferred first.
+type Kind struct {
+	Name string
+	// Versions are tried in order; Setup serves the first the API server
+	// serves.
+	Versions []string
+}
+
 // Kinds are the route kinds whose parentRefs may name a ListenerFragment or
 // a ListenerSet; Setup serves those the API server serves. Another kind needs
-// only its GroupVersionKind here.
-var Kinds = []schema.GroupVersionKind{
-	{Group: gwv1.GroupName, Version: gwv1.GroupVersion.Version, Kind: rules.KindHTTPRoute},
-	{Group: gwv1.GroupName, Version: gwv1.GroupVersion.Version, Kind: rules.KindGRPCRoute},
+// only an entry here, and RBAC. TLSRoutes, TCPRoutes and UDPRoutes are read at
+// v1alpha2 where it is served (experimental channel): implementations such as
+// Traefik v3.6 read them there, and its schema accepts what v1's refuses
+// (more than one rule; a TLSRoute without hostnames). The standard channel
+// serves v1 alone.
+var Kinds = []Kind{
+	{Name: rules.KindHTTPRoute, Versions: []string{gwv1.GroupVersion.Version}},
+	{Name: rules.KindGRPCRoute, Versions: []string{gwv1.GroupVersion.Version}},
+	{Name: rules.KindTLSRoute, Versions: []string{gwv1alpha2.GroupVersion.Version, gwv1.GroupVersion.Version}},
+	{Name: rules.KindTCPRoute, Versions: []string{gwv1alpha2.GroupVersion.Version, gwv1.GroupVersion.Version}},
+	{Name: rules.KindUDPRoute, Versions: []string{gwv1alpha2.GroupVersion.Version, gwv1.GroupVersion.Version}},
 }
 
 // Options configure the routing controllers.
@@ -80,17 +97,19 @@ func parentSources(o client.Object) []string {
 // serves. It runs on the elected leader only; manager.IndexFragmentParents
 // must have been registered.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
-	for _, gvk := range Kinds {
-		_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	for _, k := range Kinds {
+		gk := schema.GroupKind{Group: gwv1.GroupName, Kind: k.Name}
+		mapping, err := mgr.GetRESTMapper().RESTMapping(gk, k.Versions...)
 		switch {
 		case meta.IsNoMatchError(err):
-			ctrl.Log.WithName("routing").Info("Not serving routes of a kind the API server does not serve", "kind", gvk.Kind, "version", gvk.Version)
+			ctrl.Log.WithName("routing").Info("Not serving routes of a kind the API server does not serve", "kind", k.Name, "versions", k.Versions)
 			continue
 		case err != nil:
-			return fmt.Errorf("looking up %s: %w", gvk.Kind, err)
+			return fmt.Errorf("looking up %s: %w", k.Name, err)
 		}
-		if err := setupKind(ctx, mgr, gvk, opts); err != nil {
-			return fmt.Errorf("setting up the %s controller: %w", gvk.Kind, err)
+		ctrl.Log.WithName("routing").Info("Serving routes", "kind", k.Name, "version", mapping.GroupVersionKind.Version)
+		if err := setupKind(ctx, mgr, mapping.GroupVersionKind, opts); err != nil {
+			return fmt.Errorf("setting up the %s controller: %w", k.Name, err)
 		}
 	}
 	return nil

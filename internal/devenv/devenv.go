@@ -73,7 +73,8 @@ const auditWrites = `- level: Metadata
   verbs: [create, update, patch, delete]
   resources:
   - group: gateway.networking.k8s.io
-    resources: [gateways, gateways/status, referencegrants, listenersets/status, httproutes, httproutes/status, grpcroutes, grpcroutes/status]
+    resources: [gateways, gateways/status, referencegrants, listenersets/status, httproutes, httproutes/status, grpcroutes, grpcroutes/status,
+      tlsroutes, tlsroutes/status, tcproutes, tcproutes/status, udproutes, udproutes/status]
   - group: gatefold.dev
     resources: [listenerfragments, listenerfragments/status]
   - group: coordination.k8s.io
