@@ -216,6 +216,13 @@ func TestAttach(t *testing.T) {
 			},
 			want: gwv1.RouteReasonAccepted, wantOn: []gwv1.SectionName{"https"},
 		},
+		"a TLS listener's hostname judges a TLSRoute's": {
+			route: Route{Kind: KindTLSRoute, Namespace: "infra", Hostnames: []gwv1.Hostname{"t.example.org"}}, ref: gwv1.ParentReference{SectionName: section("https")},
+			edit: func(s *Source) {
+				s.Listeners[1].Protocol = gwv1.TLSProtocolType
+			},
+			want: gwv1.RouteReasonNoMatchingListenerHostname, wantMsg: `Listener "https" of ListenerSet infra/ls serves hostname *.example.com`,
+		},
 		"UDP carries UDPRoutes by default": {
 			route: Route{Kind: KindUDPRoute, Namespace: "infra"},
 			edit:  func(s *Source) { s.Listeners[2].Protocol = gwv1.UDPProtocolType },

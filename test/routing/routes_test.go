@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -124,15 +126,13 @@ func route(t *testing.T, ns, name string, ref gwv1.ParentReference) *gwv1.HTTPRo
 // derivedOf returns the derived routes the route controls.
 func derivedOf(t *testing.T, r *gwv1.HTTPRoute) []gwv1.HTTPRoute {
 	t.Helper()
-	list := &gwv1.HTTPRouteList{}
-	if err := env.Client.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabels{v1alpha1.DerivedLabel: "true"}); err != nil {
-		t.Fatal(err)
-	}
 	var out []gwv1.HTTPRoute
-	for _, d := range list.Items {
-		if metav1.IsControlledBy(&d, r) {
-			out = append(out, d)
+	for _, u := range derivedRoutes(t, schema.GroupVersionKind{Group: gwv1.GroupName, Version: gwv1.GroupVersion.Version, Kind: rules.KindHTTPRoute}, r) {
+		var d gwv1.HTTPRoute
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &d); err != nil {
+			t.Fatal(err)
 		}
+		out = append(out, d)
 	}
 	return out
 }
