@@ -56,6 +56,10 @@ type Options struct {
 	// AuditAll logs every request but watches, of any resource, instead:
 	// the benchmarks count all that a controller reads and writes with it.
 	AuditAll bool
+	// AuditRouteStatusBodies logs the writes of HTTPRoutes' and GRPCRoutes'
+	// status at Request level, with the object written, so that the log
+	// says which entries of status.parents each writer wrote.
+	AuditRouteStatusBodies bool
 	// AdvertiseAddress is the address kube-apiserver advertises; empty, it
 	// takes the one of the default route's interface. A network namespace
 	// without a default route needs one.
@@ -81,6 +85,14 @@ const auditWrites = `- level: Metadata
     resources: [leases]
 `
 
+// auditRouteStatusBodies records routes' status as it is written.
+const auditRouteStatusBodies = `- level: Request
+  verbs: [create, update, patch]
+  resources:
+  - group: gateway.networking.k8s.io
+    resources: [httproutes/status, grpcroutes/status]
+`
+
 // auditAll records every request that is not a watch.
 const auditAll = `- level: Metadata
   verbs: [create, update, patch, delete, deletecollection, get, list]
@@ -91,6 +103,9 @@ func auditPolicy(opts Options) string {
 	rules := auditWrites
 	if opts.AuditAll {
 		rules = auditAll
+	}
+	if opts.AuditRouteStatusBodies {
+		rules = auditRouteStatusBodies + rules // the first rule that matches decides
 	}
 	return auditHeader + rules + "- level: None\n"
 }

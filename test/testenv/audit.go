@@ -29,6 +29,9 @@ type AuditEvent struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	StageTimestamp time.Time `json:"stageTimestamp"`
+	// RequestObject is the object written, at level Request and above
+	// (devenv.Options.AuditRouteStatusBodies); nil otherwise.
+	RequestObject json.RawMessage `json:"requestObject"`
 }
 
 // Username is the user the request acted as: the one it impersonated, if
