@@ -18,9 +18,11 @@ import (
 	"go.uber.org/zap/zapcore"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -40,8 +42,8 @@ import (
 	"github.com/gatefold/gatefold/internal/devenv"
 )
 
-// passing are the suite's ListenerSet tests gatefold passes: the run fails
-// unless each of them ran and passed.
+// passing are the suite's ListenerSet tests that both runs require to run
+// and pass.
 var passing = []string{
 	"ListenerSetAllowedNamespaceNone",
 	"ListenerSetAllowedNamespaceSame",
@@ -53,40 +55,66 @@ var passing = []string{
 	"ListenerSetReferenceGrant",
 }
 
-// skipped are the suite's ListenerSet tests the stub run skips, with what
-// each needs: they attach routes to a ListenerSet and send requests through
-// the Gateway, but the stub serves no traffic and writes no route status
-// (docs/conformance/README.md says what each would need). The suite never
-// runs them there.
-var skipped = map[string]string{
+// passingWithTraffic are the suite's ListenerSet tests that attach routes to
+// ListenerSets and send requests through the Gateway, each with what it
+// needs: the Traefik run requires them to run and pass; the stub run, which
+// serves no traffic and writes no route status, skips them.
+var passingWithTraffic = map[string]string{
 	"ListenerSetAllowedRoutesNamespaces":          "HTTPRoutes attached to ListenerSets: route status and requests",
-	"ListenerSetDualParentRefIndependence":        "an HTTPRoute with Gateway and ListenerSet parentRefs: route status and requests",
 	"ListenerSetGatewayParentSectionNameNotFound": "HTTPRoutes by ListenerSet and by Gateway sectionName: route status and requests",
 	"ListenerSetHTTPRouting":                      "HTTPRoutes attached to ListenerSets and the Gateway: route status, attachedRoutes and requests",
 	"ListenerSetRouteStatusScopedToParentRef":     "HTTPRoutes' status.parents per parentRef and attachedRoutes",
 }
 
-// failsToday are the suite's ListenerSet tests the Traefik run expects to
-// fail, with why and where. They run in a child process
-// (runExpectedFailures), and the run fails when one of them passes, or
-// fails first elsewhere: the change that makes it pass moves it to passing,
-// and from then on the run requires it.
-var failsToday = map[string]expectedFailure{
-	"ListenerSetAllowedRoutesNamespaces":          {routesCannotNameListenerSets, "listenerset-allowed-routes-namespaces.go:79"},
-	"ListenerSetDualParentRefIndependence":        {routesCannotNameListenerSets, "listenerset-dual-parentref-independence.go:116"},
-	"ListenerSetGatewayParentSectionNameNotFound": {routesCannotNameListenerSets, "listenerset-gateway-parent-section-name-not-found.go:69"},
-	"ListenerSetHTTPRouting":                      {routesCannotNameListenerSets, "listenerset-http-routing.go:72"},
-	"ListenerSetRouteStatusScopedToParentRef":     {routesCannotNameListenerSets, "listenerset-route-status-scoped-to-parentref.go:104"},
+// failsInTraefik are the suite's ListenerSet tests that fail because of
+// Traefik v3.6.12 itself. The stub run skips them, as passingWithTraffic;
+// the Traefik run runs them in a child process (runExpectedFailures), and
+// fails unless each fails first at one of the assertions where Traefik's
+// verdict shows, or passes (a poll may read gatefold's entry before Traefik
+// replaces it), and unless gatefold's own last entry is the one the test
+// wants (traefikEvidence).
+var failsInTraefik = map[string]traefikFailure{
+	"ListenerSetDualParentRefIndependence": {
+		needs: "an HTTPRoute with Gateway and ListenerSet parentRefs: route status and requests",
+		why: "Traefik judges the route's ListenerSet parentRef against the listeners of its Gateway parentRef, finds no " +
+			"listener of that sectionName there, and replaces gatefold's entry for the ListenerSet parentRef, which carries " +
+			"Traefik's controllerName, with its own NoMatchingParent",
+		code: []string{
+			"`kubernetes.go:1115-1142`, `matchingGatewayListeners`: a route's listeners are those of its parentRefs of kind Gateway",
+			"`httproute.go:45-91`: every parentRef of the route, the ListenerSet's included, is judged against those listeners, " +
+				"`NoMatchingParent` unless one matches",
+			"`kubernetes.go:1144-1155`, `matchListener`: a listener matches a parentRef by sectionName and port alone, " +
+				"whatever the parentRef's kind and name",
+			"`client.go:500-549`, `UpdateHTTPRouteStatus`: writes the entries Traefik computed and keeps, of those stored, " +
+				"only the ones of other controllers (`:513-522`)",
+		},
+		at:    []string{"listenerset-dual-parentref-independence.go:116", "listenerset-dual-parentref-independence.go:122"},
+		route: types.NamespacedName{Namespace: suite.InfrastructureNamespace, Name: "route-dual-parentref-one"},
+		parent: gwv1.ParentReference{
+			Group: ptr.To(gwv1.Group(gwv1.GroupName)), Kind: ptr.To(gwv1.Kind("ListenerSet")),
+			Namespace: ptr.To(gwv1.Namespace(suite.InfrastructureNamespace)), Name: "ls-dual-parentref",
+			SectionName: ptr.To(gwv1.SectionName("ls-dual-parentref-listener")),
+		},
+	},
 }
 
-// expectedFailure is why a test is expected to fail, and at, where: the
-// first assertion that fails, <file>:<line> in upstream's test, as in the
-// baseline (docs/conformance/traefik-listenerset-results.md).
-type expectedFailure struct {
-	why, at string
+// traefikFailure is why a test fails because of Traefik, and where.
+type traefikFailure struct {
+	// needs is what the test needs, which the stub run lacks.
+	needs string
+	// why says what Traefik does, and code where, in
+	// pkg/provider/kubernetes/gateway of its module.
+	why  string
+	code []string
+	// at are the assertions, <file>:<line> in upstream's test, that read
+	// what Traefik replaced: the test fails first at one of them, or passes.
+	at []string
+	// route is the route whose status entry for parent Traefik replaces
+	// with its own verdict: the run reads both writers' entries from the
+	// API server's audit log.
+	route  types.NamespacedName
+	parent gwv1.ParentReference
 }
-
-const routesCannotNameListenerSets = "routes cannot name a ListenerSet yet (issue 23)"
 
 // supportedFeatures are what gatefold and the stub together claim for the
 // ListenerSet tests: ListenerSet from gatefold, the rest from the stub. The
@@ -108,7 +136,7 @@ var suiteNamespaces = map[string]bool{
 }
 
 // suiteRun is one run of the suite: the class it runs on, what serves it,
-// where its results go and what it expects of the tests not in passing.
+// where its results go and what it expects of each test.
 type suiteRun struct {
 	// class is the GatewayClass the suite runs on.
 	class string
@@ -120,14 +148,16 @@ type suiteRun struct {
 	// dataPlane, when set, runs between the suite's Setup and its tests and
 	// fails the run unless requests reach the suite's backends.
 	dataPlane func(*testing.T, *suite.ConformanceTestSuite)
-	// skipped are the tests the run skips, each with why, and failing
-	// those it expects to fail; passing and these two name every
-	// ListenerSet test once.
+	// passing are the tests the run requires to pass, skipped those it
+	// skips, each with why, and failing those that fail because of the
+	// implementation; the three name every ListenerSet test once.
+	passing []string
 	skipped map[string]string
-	failing map[string]expectedFailure
+	failing map[string]traefikFailure
 	// failingLog, relative to the repository, receives the output of the
-	// child process that runs failing.
-	failingLog string
+	// child process that runs failing; auditLog is the API server's audit
+	// log, which records who wrote their routes' status.
+	failingLog, auditLog string
 }
 
 // stubRun judges gatefold's own verdicts: the stub implementation writes
@@ -137,7 +167,18 @@ var stubRun = suiteRun{
 	implementation: "the stub Gateway implementation (status only, no traffic)",
 	reportPath:     "docs/conformance/gatefold-listenerset-report.yaml",
 	resultsPath:    "docs/conformance/gatefold-listenerset-results.md",
-	skipped:        skipped,
+	passing:        passing,
+	skipped:        stubSkipped(),
+}
+
+// stubSkipped are the tests the stub run skips: those that need traffic,
+// Traefik's failures included, with what each needs.
+func stubSkipped() map[string]string {
+	skipped := maps.Clone(passingWithTraffic)
+	for name, f := range failsInTraefik {
+		skipped[name] = f.needs
+	}
+	return skipped
 }
 
 // TestListenerSetConformance runs the upstream suite's ListenerSet tests,
@@ -239,19 +280,12 @@ func suiteScheme() *runtime.Scheme {
 }
 
 // timeouts are upstream's defaults, which allow minutes for a cloud load
-// balancer, capped at 30 s: the stub reports a Gateway within milliseconds
-// and gatefold folds within a second, and a regression then fails the eight
-// tests, one after another, in minutes rather than half an hour.
+// balancer, capped at 30 s (capTimeouts): the stub reports a Gateway within
+// milliseconds, Traefik within a second or two, and gatefold folds within a
+// second, and a regression then fails the tests, one after another, in
+// minutes rather than half an hour.
 func timeouts() config.TimeoutConfig {
-	tc := config.DefaultTimeoutConfig()
-	for _, d := range []*time.Duration{
-		&tc.GWCMustBeAccepted, &tc.NamespacesMustBeReady, &tc.GatewayMustHaveAddress, &tc.GatewayMustHaveCondition,
-		&tc.GatewayStatusMustHaveListeners, &tc.GatewayListenersMustHaveConditions,
-		&tc.ListenerSetMustHaveCondition, &tc.ListenerSetListenersMustHaveConditions,
-	} {
-		*d = min(*d, 30*time.Second)
-	}
-	return tc
+	return capTimeouts(config.DefaultTimeoutConfig(), 30*time.Second)
 }
 
 // outcome is one test's result in the run: pass, FAIL, skip (with why)
@@ -263,11 +297,16 @@ type outcome struct {
 	// at is where the first failing assertion is, <file>:<line>, for a
 	// test that failed in the child process; empty without one.
 	at string
+	// writes, for a test of r.failing, says what gatefold and Traefik
+	// wrote into its route's status (traefikEvidence); writesErr, when
+	// gatefold's own entry is not the one the test wants, or cannot be read.
+	writes    []string
+	writesErr error
 }
 
 // runSuite runs the suite's ListenerSet tests on r's class as the
-// administrator, a user of the cluster, then r's expected failures in a
-// child process, and writes upstream's report and a table of each test's
+// administrator, a user of the cluster, then r.failing in a child process,
+// and writes upstream's report and a table of each test's
 // result into docs/conformance.
 func runSuite(t *testing.T, env *devenv.Env, root, version string, r suiteRun) {
 	lsTests := listenerSetTests()
@@ -275,8 +314,8 @@ func runSuite(t *testing.T, env *devenv.Env, root, version string, r suiteRun) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The expected failures run in the child, not here: one that fails
-	// here would fail the whole test.
+	// r.failing runs in the child, not here: a test that fails here would
+	// fail the whole test.
 	skipTests := slices.Concat(slices.Collect(maps.Keys(r.skipped)), slices.Collect(maps.Keys(r.failing)))
 
 	var mu sync.Mutex
@@ -333,6 +372,7 @@ func runSuite(t *testing.T, env *devenv.Env, root, version string, r suiteRun) {
 	}
 	if len(r.failing) > 0 {
 		judged := runExpectedFailures(t, env, root, r, lsTests)
+		addEvidence(judged, r, filepath.Join(root, r.auditLog))
 		mu.Lock()
 		maps.Copy(outcomes, judged)
 		mu.Unlock()
@@ -391,15 +431,19 @@ func listenerSetTests() []suite.ConformanceTest {
 	return out
 }
 
+// failOrPass is the result expected of a test that fails because of the
+// implementation: it fails where the implementation's verdict shows, or
+// passes.
+const failOrPass = "FAIL or pass"
+
 // expectations maps each ListenerSet test of the suite to its expected
-// result in r, pass, skip or FAIL, and fails unless passing, r.skipped and
-// r.failing name every one of them, once, and nothing else.
+// result in r, pass, skip or failOrPass, and fails unless r.passing,
+// r.skipped and r.failing name every one of them, once, and nothing else.
 func expectations(lsTests []suite.ConformanceTest, r suiteRun) (map[string]string, error) {
 	want := map[string]string{}
-	for _, name := range passing {
-		want[name] = "pass"
-	}
-	for result, names := range map[string][]string{"skip": slices.Collect(maps.Keys(r.skipped)), "FAIL": slices.Collect(maps.Keys(r.failing))} {
+	for result, names := range map[string][]string{
+		"pass": r.passing, "skip": slices.Collect(maps.Keys(r.skipped)), failOrPass: slices.Collect(maps.Keys(r.failing)),
+	} {
 		for _, name := range names {
 			if _, ok := want[name]; ok {
 				return nil, fmt.Errorf("%s is expected twice (passing, skipped, failing): keep it in one", name)
@@ -449,9 +493,9 @@ func resultOf(ct suite.ConformanceTest, outcomes map[string]outcome) outcome {
 }
 
 // mismatches says, for every ListenerSet test whose result is not the one
-// want expects, the test, its result and, for a skip, why; an expected
-// failure of r that passes says to move it to passing, one that fails first
-// elsewhere where it failed.
+// want expects, the test, its result and, for a skip, why; for a test of
+// r.failing, that it failed first elsewhere than where the implementation's
+// verdict shows, or that gatefold's own entry is not the one the test wants.
 func mismatches(lsTests []suite.ConformanceTest, want map[string]string, outcomes map[string]outcome, r suiteRun) []string {
 	var out []string
 	for _, ct := range lsTests {
@@ -460,12 +504,14 @@ func mismatches(lsTests []suite.ConformanceTest, want map[string]string, outcome
 		switch {
 		case asExpected(ct.ShortName, o, want[ct.ShortName], r):
 			continue
-		case failing && o.result == "pass":
-			out = append(out, fmt.Sprintf("ListenerSet conformance test %s passes now, and it is expected to fail (%s): move it from failsToday to passing", ct.ShortName, exp.why))
+		case failing && o.writesErr != nil:
+			out = append(out, fmt.Sprintf("ListenerSet conformance test %s %s: %v, so the implementation alone cannot be what fails it: see %s",
+				ct.ShortName, o.result, o.writesErr, r.auditLog))
 			continue
 		case failing && o.result == "FAIL":
-			out = append(out, fmt.Sprintf("ListenerSet conformance test %s fails first at %s, expected at %s (%s): see %s; if the change is intended, "+
-				"update its location in failsToday", ct.ShortName, cmp.Or(o.at, "no testify assertion"), exp.at, exp.why, r.failingLog))
+			out = append(out, fmt.Sprintf("ListenerSet conformance test %s fails first at %s, and the implementation's verdict shows at %s (%s): see %s; "+
+				"if that is gatefold's failure, fix it, else update at in failsInTraefik", ct.ShortName, cmp.Or(o.at, "no testify assertion"),
+				strings.Join(exp.at, " or "), exp.why, r.failingLog))
 			continue
 		}
 		got := o.result
@@ -477,11 +523,12 @@ func mismatches(lsTests []suite.ConformanceTest, want map[string]string, outcome
 	return out
 }
 
-// asExpected says whether o, test name's outcome, is the result want expects and, for an
-// expected failure of r that failed, failed first where r expects it to.
+// asExpected says whether o, test name's outcome, is the result want
+// expects; for a test of r.failing, whether it passed or failed first where
+// r expects it to, with gatefold's own entry the one the test wants.
 func asExpected(name string, o outcome, want string, r suiteRun) bool {
-	if exp, ok := r.failing[name]; ok && o.result == "FAIL" {
-		return want == "FAIL" && o.at == exp.at
+	if exp, ok := r.failing[name]; ok {
+		return o.writesErr == nil && (o.result == "pass" || o.result == "FAIL" && slices.Contains(exp.at, o.at))
 	}
 	return o.result == want
 }
@@ -501,7 +548,7 @@ func writeReport(t *testing.T, path string, report *confv1.ConformanceReport) {
 
 // writeResults prints and writes to path a table of every ListenerSet
 // test's result and the expected one, which upstream's report only counts,
-// and the first failing assertion of each expected failure.
+// and what makes each test of r.failing fail (writeFailures).
 func writeResults(t *testing.T, path, version string, r suiteRun, lsTests []suite.ConformanceTest, want map[string]string, outcomes map[string]outcome) {
 	var b strings.Builder
 	b.WriteString("<!-- Written by `make conformance` (test/conformance); do not edit. -->\n")
@@ -519,8 +566,8 @@ func writeResults(t *testing.T, path, version string, r suiteRun, lsTests []suit
 		case o.why != "":
 			desc += " (" + o.result + " " + o.why + ")"
 		}
-		if exp, ok := r.failing[ct.ShortName]; ok {
-			desc += " (expected to fail: " + exp.why + ")"
+		if _, ok := r.failing[ct.ShortName]; ok {
+			desc += " (fails because of the implementation: see below)"
 		}
 		counts[o.result]++
 		if !asExpected(ct.ShortName, o, want[ct.ShortName], r) {
@@ -544,21 +591,43 @@ func writeResults(t *testing.T, path, version string, r suiteRun, lsTests []suit
 	}
 }
 
-// writeFailures writes, for each of r's expected failures that failed, the
-// first assertion that failed, as the test printed it: the baseline a
-// change is measured against.
+// writeFailures writes, for each test of r.failing, whether it failed and
+// where, why, the implementation's code that makes it fail, the first
+// assertion that failed, and what gatefold and the implementation wrote
+// into its route's status.
 func writeFailures(b *strings.Builder, lsTests []suite.ConformanceTest, r suiteRun, outcomes map[string]outcome) {
 	if len(r.failing) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\n## Expected failures: the first assertion that fails\n\n")
+	fmt.Fprintf(b, "\n## Failing because of the implementation\n\n")
 	fmt.Fprintf(b, "Run in a child process, with every timeout at most %s; its output is `%s`.\n", failingTimeoutCap, r.failingLog)
 	for _, ct := range lsTests {
-		o := resultOf(ct, outcomes)
-		if _, ok := r.failing[ct.ShortName]; !ok || o.result != "FAIL" {
+		exp, ok := r.failing[ct.ShortName]
+		if !ok {
 			continue
 		}
-		fmt.Fprintf(b, "\n### %s\n\n```\n%s\n```\n", ct.ShortName, strings.Join(o.failure, "\n"))
+		o := resultOf(ct, outcomes)
+		fmt.Fprintf(b, "\n### %s\n\n", ct.ShortName)
+		switch o.result {
+		case "FAIL":
+			fmt.Fprintf(b, "**FAIL**, first at `%s` (expected at %s, or a pass).\n", cmp.Or(o.at, "no testify assertion"), "`"+strings.Join(exp.at, "` or `")+"`")
+		case "pass":
+			fmt.Fprintf(b, "**pass**: every poll of the test read gatefold's entry before Traefik replaced it (it may fail at %s).\n", "`"+strings.Join(exp.at, "` or `")+"`")
+		default:
+			fmt.Fprintf(b, "**%s** %s.\n", o.result, o.why)
+		}
+		fmt.Fprintf(b, "\n%s. Traefik's code (`pkg/provider/kubernetes/gateway`):\n\n", exp.why)
+		for _, c := range exp.code {
+			fmt.Fprintf(b, "- %s\n", c)
+		}
+		if o.result == "FAIL" {
+			fmt.Fprintf(b, "\nThe first assertion that failed:\n\n```\n%s\n```\n", strings.Join(o.failure, "\n"))
+		}
+		writes := o.writes
+		if o.writesErr != nil {
+			writes = append(slices.Clone(writes), "NOT AS EXPECTED: "+o.writesErr.Error())
+		}
+		fmt.Fprintf(b, "\nWhat gatefold and Traefik wrote (the API server's audit log, `%s`):\n\n```\n%s\n```\n", r.auditLog, strings.Join(writes, "\n"))
 	}
 }
 

@@ -15,10 +15,11 @@
 // namespace the test makes for itself (unshare): Traefik serves the
 // Gateways on an address of that namespace at ports 80 and 443, and
 // upstream's echo server serves the suite's backend Pods behind
-// EndpointSlices the test writes. The tests it
-// expects to fail (failsToday) run in a child process of the test binary,
-// on the same cluster, for one failing test fails the whole suite's test;
-// each must fail first where failsToday says.
+// EndpointSlices the test writes. The tests that fail because of Traefik
+// itself (failsInTraefik) run in a child process of the test binary, on the
+// same cluster, for one failing test fails the whole suite's test; each
+// must fail where Traefik's verdict shows, or pass, and the API server's
+// audit log must show that gatefold's own entry was the one the test wants.
 //
 // It is a Go module of its own so that gatefold's go.mod never requires
 // the conformance suite and its dependencies.
