@@ -112,7 +112,7 @@ func testLeaderFailover(t *testing.T, pooled bool, fragments, killAt int) {
 		t.Fatal(err)
 	}
 
-	replicas := startReplicas(t, env, dir)
+	replicas := startReplicas(t, env, dir, haReplicas)
 	first := waitLeader(t, replicas)
 	t.Logf("First leader: %s", first.Name)
 
@@ -259,13 +259,13 @@ func testLeaderFailover(t *testing.T, pooled bool, fragments, killAt int) {
 	checkSiblingsCreated(t, audit, p)
 }
 
-// startReplicas starts haReplicas `gatefold manager` processes as the
+// startReplicas starts n `gatefold manager` processes as the
 // ServiceAccount of config/ha (the test's own client stays the
 // administrator), with a short lease, logging into dir.
-func startReplicas(t *testing.T, env *devenv.Env, dir string) []*replica {
+func startReplicas(t *testing.T, env *devenv.Env, dir string, n int) []*replica {
 	t.Helper()
 	return testenv.MustStart(t, env, testenv.Gatefold{
-		Overlay: "ha", Binary: testenv.MustBuildGatefold(t), Replicas: haReplicas, Name: "replica", Dir: dir,
+		Overlay: "ha", Binary: testenv.MustBuildGatefold(t), Replicas: n, Name: "replica", Dir: dir,
 		Args: []string{"--webhook-cert-dir", env.WebhookCertDir(),
 			"--leader-election-namespace", haNamespace, "--claims-namespace", haNamespace,
 			"--listenerset-controllers", haController,
