@@ -164,9 +164,13 @@ deploy-overlay: ## Write bin/deploy: config/OVERLAY (default, ha, self-signed) w
 deploy: deploy-overlay ## Install config/OVERLAY with the image IMG into the current kubeconfig context (KUBECTL)
 	$(KUBECTL) apply --server-side -k '$(DEPLOY_DIR)'
 
+# kubectl delete waits until gatefold's namespace, and with it its pods, is
+# gone; only then are the objects gatefold made outside it removed, or a
+# running replica would make them again.
 .PHONY: undeploy
-undeploy: deploy-overlay ## Remove what make deploy installed (delete the ListenerFragments first, see docs/operations.md)
+undeploy: deploy-overlay ## Remove what make deploy installed, then what gatefold made (see docs/operations.md, Uninstall)
 	$(KUBECTL) delete --ignore-not-found -k '$(DEPLOY_DIR)'
+	KUBECTL='$(KUBECTL)' bash config/uninstall-leftovers.sh
 
 ##@ Generate and check
 

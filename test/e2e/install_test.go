@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -19,14 +21,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/internal/devenv"
+	"github.com/gatefold/gatefold/rules"
+	"github.com/gatefold/gatefold/test/fixture"
+	"github.com/gatefold/gatefold/test/testenv"
 )
 
 func managerDeployment(t *testing.T, c client.Client) *appsv1.Deployment {
@@ -368,5 +377,111 @@ func checkHardened(t *testing.T, d *appsv1.Deployment) {
 	}
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 		t.Errorf("Resources %+v lack requests or a memory limit", c.Resources)
+	}
+}
+
+// TestUndeployLeavesNothingBehind: `make undeploy` removes, besides the
+// overlay, what gatefold made outside its namespace while it ran: the
+// derived routes of routes naming a fragment or a ListenerSet, the Gateway
+// of the ListenerSets, the listeners folded into the user's Gateway and the
+// statuses gatefold applied. The user's own objects stay.
+func TestUndeployLeavesNothingBehind(t *testing.T) {
+	const controller = "example.com/undeploy"
+	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t)})
+	c := env.Client
+	ctx := context.Background()
+	// Not testenv.MustStart: undeploy takes the replica's rights while it
+	// runs, as deleting the Deployment does, and its log then says so.
+	replicas, err := testenv.Start(ctx, env, testenv.Gatefold{Overlay: "self-signed", Apply: true, PointWebhooks: true,
+		Binary: testenv.MustBuildGatefold(t), Dir: t.TempDir(), Env: []string{"POD_NAMESPACE=" + installNamespace},
+		Args: []string{"--leader-elect=false", "--cert-mode=self-signed", "--webhook-cert-hosts=127.0.0.1", "--listenerset-controllers=" + controller}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testenv.StopAll(replicas) })
+
+	for _, ns := range []string{"infra", "shop"} {
+		create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	}
+	gc := fixture.GatewayClass(controller)
+	create(t, c, gc)
+	gw := fixture.PoolHead("infra", gwv1.NamespacesFromAll)
+	gw.Spec.GatewayClassName = gwv1.ObjectName(gc.Name)
+	create(t, c, gw)
+	lf := fixture.Fragment("shop", "checkout", gw, fixture.Entry("http", 8080, gwv1.HTTPProtocolType, "checkout.example.com"))
+	create(t, c, lf)
+	ls := fixture.ListenerSet("shop", "deals", gw, fixture.Entry("http", 8080, gwv1.HTTPProtocolType, "deals.example.com"))
+	create(t, c, ls)
+	create(t, c, routeTo("shop", "checkout", "", "checkout", gwv1.ParentReference{
+		Group: ptr.To(gwv1.Group(v1alpha1.GroupVersion.Group)), Kind: ptr.To(gwv1.Kind("ListenerFragment")), Name: "checkout"}))
+	create(t, c, routeTo("shop", "deals", "", "deals", gwv1.ParentReference{Kind: ptr.To(gwv1.Kind("ListenerSet")), Name: "deals"}))
+
+	derived := func() []string {
+		list := &gwv1.HTTPRouteList{}
+		if err := c.List(ctx, list, client.MatchingLabels{v1alpha1.DerivedLabel: "true"}); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, r := range list.Items {
+			names = append(names, r.Namespace+"/"+r.Name)
+		}
+		return names
+	}
+	gateways := func() []string {
+		list := &gwv1.GatewayList{}
+		if err := c.List(ctx, list); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, g := range list.Items {
+			var names []string
+			for _, l := range g.Spec.Listeners {
+				names = append(names, string(l.Name))
+			}
+			out = append(out, g.Namespace+"/"+g.Name+" "+strings.Join(names, ","))
+		}
+		return out
+	}
+	// The Gateway's count of ListenerSets and the ListenerSet's Accepted
+	// reason: gatefold's while it runs.
+	statuses := func() string {
+		got, set := &gwv1.Gateway{}, &gwv1.ListenerSet{}
+		get(t, c, client.ObjectKeyFromObject(gw), got)
+		get(t, c, client.ObjectKeyFromObject(ls), set)
+		reason := "none"
+		if cond := meta.FindStatusCondition(set.Status.Conditions, string(gwv1.ListenerSetConditionAccepted)); cond != nil {
+			reason = cond.Reason
+		}
+		return fmt.Sprintf("attachedListenerSets=%s ListenerSet %s", ptrString(got.Status.AttachedListenerSets), reason)
+	}
+	folded := []string{"infra/shared default," + string(v1alpha1.ListenerName("shop", "checkout", "http")),
+		"infra/" + rules.ListenerSetGatewayName(gw.Name) + " " + string(v1alpha1.ListenerSetListenerName("shop", "deals", "http"))}
+	testenv.Eventually(t, time.Minute, func() error {
+		if got := gateways(); !slices.Equal(got, folded) {
+			return fmt.Errorf("gateways and their listeners are %v, want %v", got, folded)
+		}
+		if got := derived(); len(got) != 2 {
+			return fmt.Errorf("derived routes are %v, want one per route", got)
+		}
+		if got := statuses(); got != "attachedListenerSets=1 ListenerSet Accepted" {
+			return fmt.Errorf("statuses are %s, want gatefold's", got)
+		}
+		return nil
+	})
+
+	t.Log(makeDeploy(t, env, kubeconfig, "undeploy", "OVERLAY=self-signed"))
+	if got := derived(); len(got) != 0 {
+		t.Errorf("After make undeploy derived routes are left: %v", got)
+	}
+	if got, want := gateways(), []string{"infra/shared default"}; !slices.Equal(got, want) {
+		t.Errorf("After make undeploy the Gateways and their listeners are %v, want only the user's, with its own listener: %v", got, want)
+	}
+	if got, want := statuses(), "attachedListenerSets=unset ListenerSet Pending"; got != want {
+		t.Errorf("After make undeploy the statuses are %s, want %s: what gatefold wrote released", got, want)
+	}
+	for _, obj := range []client.Object{&gwv1.HTTPRoute{}, &gwv1.ListenerSet{}} {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "deals"}, obj); err != nil {
+			t.Errorf("make undeploy took the user's %T shop/deals: %v", obj, err)
+		}
 	}
 }
