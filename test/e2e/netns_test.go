@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -47,9 +48,10 @@ type nsCluster struct {
 // until t ends: a control plane (auditing every request but watches),
 // gatefold as installed (startInstalledManager) folding the ListenerSets of
 // Traefik's class, and Traefik on netns.GatewayAddress at ports 80 and 443,
-// with its kubernetesCRD provider and Traefik's CRDs from its Go module, so
-// that an ExtensionRef filter can name a Middleware. Backend Services get
-// echo servers behind EndpointSlices (serve). It skips t, or fails it with
+// with experimentalChannel on the experimental channel's CRDs (TLS
+// listeners, TLSRoutes), and its kubernetesCRD provider and Traefik's CRDs
+// from its Go module, so that an ExtensionRef filter can name a Middleware.
+// Backend Services get echo servers behind EndpointSlices (serve, serveTLS). It skips t, or fails it with
 // $GATEFOLD_REQUIRE_TRAEFIK=1, without a Traefik binary or namespaces.
 func startInNetNS(t *testing.T) (*nsCluster, bool) {
 	t.Helper()
@@ -63,8 +65,19 @@ func startInNetNS(t *testing.T) (*nsCluster, bool) {
 		return nil, false
 	}
 	n := &nsCluster{audit: filepath.Join(t.TempDir(), "audit.log")}
+	root, err := devenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	standard, err := devenv.GatewayAPICRDDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Traefik serves TLS listeners and reads TLSRoutes (at v1alpha2) only
+	// with experimentalChannel, which needs the experimental channel's CRDs.
 	n.env, n.kubeconfig = startControlPlane(t, devenv.Options{
-		CRDDir: emptyCRDDir(t), AuditLog: n.audit, AuditAll: true, AdvertiseAddress: netns.APIServerAddress,
+		CRDDir: emptyCRDDir(t), GatewayAPICRDDir: filepath.Join(filepath.Dir(standard), "experimental"),
+		AuditLog: n.audit, AuditAll: true, AdvertiseAddress: netns.APIServerAddress,
 	})
 	crds := traefikCRDs(t)
 	kubectl(t, n.env, n.kubeconfig, "apply", "--server-side", "-f", crds)
@@ -75,7 +88,7 @@ func startInNetNS(t *testing.T) (*nsCluster, bool) {
 	n.dp, err = dataplane.Start(context.Background(), n.env.Client, dataplane.Options{
 		Binary: traefik, Kubeconfig: n.kubeconfig, Dir: t.TempDir(),
 		HTTPPort: 80, HTTPSPort: 443, Address: netns.GatewayAddress,
-		CRDProvider: true,
+		CRDProvider: true, ExperimentalChannel: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +113,13 @@ func traefikCRDs(t *testing.T) string {
 // lacks would.
 func (n *nsCluster) serve(t *testing.T, ns, name string) {
 	t.Helper()
+	n.serveTLS(t, ns, name, nil)
+}
+
+// serveTLS is serve with an echo server that speaks HTTPS with cert, when
+// cert is set: a backend behind TLS passthrough.
+func (n *nsCluster) serveTLS(t *testing.T, ns, name string, cert *tls.Certificate) {
+	t.Helper()
 	n.backends++
 	ip, err := netns.PodAddress(n.backends)
 	if err != nil {
@@ -108,6 +128,9 @@ func (n *nsCluster) serve(t *testing.T, ns, name string) {
 	l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), strconv.Itoa(backendPort)))
 	if err != nil {
 		t.Fatalf("Listening for backend %s/%s: %v", ns, name, err)
+	}
+	if cert != nil {
+		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12})
 	}
 	srv := &http.Server{Handler: dataplane.Echo(name), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"maps"
@@ -34,7 +35,7 @@ const middlewareHeader = "X-Gatefold-Middleware"
 // requests and the routes' status that routes naming their
 // ListenerFragment or ListenerSet as parentRef, by its own listener names,
 // are served where the listeners landed (a pool's sibling included), HTTP
-// and HTTPS; that gatefold reports them in the route's status.parents, one
+// and HTTPS, and a TLSRoute through a TLS passthrough listener; that gatefold reports them in the route's status.parents, one
 // entry per such parentRef; that a Traefik Middleware works through an
 // ExtensionRef filter; and that gatefold writes nothing of the user's routes
 // but their status. (That a route naming the Gateway is not served on a
@@ -192,6 +193,29 @@ func TestTraefikServesRoutesToServices(t *testing.T) {
 		if a := p.get("HTTP", "checkout.example.com", "/"); !a.from("checkout", nil) || a.header.Get(middlewareHeader) != "" {
 			t.Errorf("%s → %s, header %s %q: want backend checkout without the header", p.describe("HTTP", "checkout.example.com", "/"), a, middlewareHeader, a.header.Get(middlewareHeader))
 		}
+	})
+
+	t.Run("TLSPassthroughByFragment", func(t *testing.T) {
+		// A TLSRoute naming a fragment's TLS (Passthrough) listener reaches a
+		// backend that terminates TLS itself, with a certificate Traefik
+		// never has: its Secret is in no namespace.
+		secret, cert := tlsSecret(t, ca, "shop", "vault-tls", "vault.example.com")
+		pair, err := tls.X509KeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey])
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.serveTLS(t, "shop", "vault", &pair)
+		passthrough := fixture.Entry("tls", httpsPort, gwv1.TLSProtocolType, "vault.example.com")
+		passthrough.TLS = &gwv1.ListenerTLSConfig{Mode: ptr.To(gwv1.TLSModePassthrough)}
+		create(t, c, fixture.Fragment("shop", "vault", gw, passthrough))
+		ref := fragmentRef("vault", "tls")
+		create(t, c, &gwv1.TLSRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "vault"}, Spec: gwv1.TLSRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{ref}},
+			Hostnames:       []gwv1.Hostname{"vault.example.com"},
+			Rules:           []gwv1.TLSRouteRule{{BackendRefs: []gwv1.BackendRef{serviceRef("vault").BackendRef}}},
+		}})
+		newProber(t, n.dp).waitServed("HTTPS", "vault.example.com", "/", "vault", cert)
+		waitTLSRouteAccepted(t, c, client.ObjectKey{Namespace: "shop", Name: "vault"}, ref)
 	})
 
 	var steadyFrom time.Time
@@ -371,4 +395,24 @@ func checkOnlyStatusWritten(t *testing.T, audit string, byParent []*gwv1.HTTPRou
 		}
 	}
 	t.Logf("Writes of the user's routes by user, verb, subresource and code: %v; gatefold's of the status of each route naming a fragment or ListenerSet: %v", writers, statusWrites)
+}
+
+// waitTLSRouteAccepted waits until TLSRoute key's entry of Traefik's
+// controllerName for parentRef ref says Accepted=True at its generation.
+func waitTLSRouteAccepted(t *testing.T, c client.Client, key client.ObjectKey, ref gwv1.ParentReference) {
+	t.Helper()
+	testenv.Eventually(t, servedWithin, func() error {
+		r := &gwv1.TLSRoute{}
+		get(t, c, key, r)
+		for _, p := range r.Status.Parents {
+			if p.ControllerName != dataplane.ControllerName || !equality.Semantic.DeepEqual(p.ParentRef, ref) {
+				continue
+			}
+			if cond := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionAccepted)); cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != r.Generation {
+				return fmt.Errorf("TLSRoute %s Accepted %s, want True at generation %d", key, testenv.ConditionString(cond), r.Generation)
+			}
+			return nil
+		}
+		return fmt.Errorf("TLSRoute %s has no entry of %s for parentRef %s: %+v", key, dataplane.ControllerName, describeParentRef(ref), r.Status.Parents)
+	})
 }
