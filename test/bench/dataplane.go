@@ -98,11 +98,8 @@ func (d *DataplaneResult) Correct() bool {
 // to their first requests, and as many routes on a listener already there.
 // Without a Traefik binary it skips, and returns nil.
 func (h *harness) dataplane(ctx context.Context, p Params) (*DataplaneResult, error) {
-	binary, err := dataplane.FindBinary("")
-	if errors.Is(err, dataplane.ErrNoBinary) {
-		progress("Data plane: skipped, no Traefik binary (run make traefik)")
-		return nil, nil
-	} else if err != nil {
+	binary, err := findTraefik("Data plane")
+	if err != nil || binary == "" {
 		return nil, err
 	}
 	n := p.DataplaneRoutes
@@ -146,7 +143,7 @@ func (h *harness) dataplane(ctx context.Context, p Params) (*DataplaneResult, er
 	gateways := make([]string, res.Gateways)
 	for g := range gateways {
 		gateways[g] = fmt.Sprintf("dataplane-%d", g)
-		if err := setup.Create(ctx, dataplaneGateway(gateways[g], dp)); err != nil {
+		if err := setup.Create(ctx, dataplaneGateway(dataplaneNamespace, gateways[g], dp)); err != nil {
 			return nil, err
 		}
 	}
@@ -156,7 +153,7 @@ func (h *harness) dataplane(ctx context.Context, p Params) (*DataplaneResult, er
 	// providersThrottleDuration, 2 s): each timed run starts with nothing
 	// left for gatefold to write and a Traefik that applies the next
 	// change at once.
-	if err := setup.Create(ctx, dataplaneRoute("warm-up", gateways[0], ownListener, "warm-up.example.com")); err != nil {
+	if err := setup.Create(ctx, dataplaneRoute(dataplaneNamespace, "warm-up", "warm-up.example.com", gatewayParent(gateways[0], ownListener))); err != nil {
 		return nil, err
 	}
 	if pr.firstServed("warm-up.example.com", time.Now().Add(p.PhaseTimeout)).IsZero() {
@@ -232,7 +229,7 @@ func (h *harness) traefikAlone(ctx context.Context, p Params, c client.Client, p
 	var probes sync.WaitGroup
 	err := parallel(dataplaneWriters, items, func(i int) error {
 		host := fmt.Sprintf("alone-%d.example.com", i)
-		if err := c.Create(ctx, dataplaneRoute(fmt.Sprintf("alone-%d", i), gateway, ownListener, host)); err != nil {
+		if err := c.Create(ctx, dataplaneRoute(dataplaneNamespace, fmt.Sprintf("alone-%d", i), host, gatewayParent(gateway, ownListener))); err != nil {
 			return fmt.Errorf("creating route alone-%d: %w", i, err)
 		}
 		created := time.Now()
@@ -272,10 +269,10 @@ func (h *harness) fragmentsServed(ctx context.Context, p Params, c client.Client
 	deadline := start.Add(p.PhaseTimeout)
 	_ = parallel(dataplaneWriters, items, func(i int) error {
 		name, host, gateway := fmt.Sprintf("route-%d", i), fmt.Sprintf("route-%d.example.com", i), gateways[i%len(gateways)]
-		err := c.Create(ctx, dataplaneFragment(name, gateway, host, gwv1.PortNumber(pr.port)))
+		err := c.Create(ctx, dataplaneFragment(dataplaneNamespace, name, gateway, host, gwv1.PortNumber(pr.port)))
 		if err == nil {
 			created[i] = time.Now()
-			err = c.Create(ctx, dataplaneRoute(name, gateway, v1alpha1.ListenerName(dataplaneNamespace, name, fragmentListener), host))
+			err = c.Create(ctx, dataplaneRoute(dataplaneNamespace, name, host, gatewayParent(gateway, v1alpha1.ListenerName(dataplaneNamespace, name, fragmentListener))))
 		}
 		if err != nil {
 			mu.Lock()
@@ -340,9 +337,9 @@ func (h *harness) countTraefikWrites(from, to time.Time) (map[string]int, error)
 	return counts, nil
 }
 
-func dataplaneGateway(name string, dp *dataplane.DataPlane) *gwv1.Gateway {
+func dataplaneGateway(ns, name string, dp *dataplane.DataPlane) *gwv1.Gateway {
 	return &gwv1.Gateway{
-		ObjectMeta: metav1.ObjectMeta{Namespace: dataplaneNamespace, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: gwv1.GatewaySpec{
 			GatewayClassName: gwv1.ObjectName(dp.GatewayClass),
 			// No hostname: the routes of Traefik alone bring their own.
@@ -352,9 +349,9 @@ func dataplaneGateway(name string, dp *dataplane.DataPlane) *gwv1.Gateway {
 	}
 }
 
-func dataplaneFragment(name, gateway, host string, port gwv1.PortNumber) *v1alpha1.ListenerFragment {
+func dataplaneFragment(ns, name, gateway, host string, port gwv1.PortNumber) *v1alpha1.ListenerFragment {
 	return &v1alpha1.ListenerFragment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: dataplaneNamespace, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.ListenerFragmentSpec{
 			ParentRef: gwv1.ParentGatewayReference{Name: gwv1.ObjectName(gateway)},
 			Listeners: []gwv1.ListenerEntry{{Name: fragmentListener, Port: port, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname(host))}},
@@ -362,17 +359,32 @@ func dataplaneFragment(name, gateway, host string, port gwv1.PortNumber) *v1alph
 	}
 }
 
-// dataplaneRoute is an HTTPRoute for host, on the Gateway's listener
-// section, to the echo backend.
-func dataplaneRoute(name, gateway string, section gwv1.SectionName, host string) *gwv1.HTTPRoute {
+// dataplaneRoute is an HTTPRoute for host, on parent, to the echo backend.
+func dataplaneRoute(ns, name, host string, parent gwv1.ParentReference) *gwv1.HTTPRoute {
 	return &gwv1.HTTPRoute{
-		ObjectMeta: metav1.ObjectMeta{Namespace: dataplaneNamespace, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: gwv1.HTTPRouteSpec{
-			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: gwv1.ObjectName(gateway), SectionName: ptr.To(section)}}},
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{parent}},
 			Hostnames:       []gwv1.Hostname{gwv1.Hostname(host)},
 			Rules:           []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{dataplane.BackendRef(echoBackend)}}},
 		},
 	}
+}
+
+// gatewayParent names a Gateway's listener.
+func gatewayParent(gateway string, section gwv1.SectionName) gwv1.ParentReference {
+	return gwv1.ParentReference{Name: gwv1.ObjectName(gateway), SectionName: ptr.To(section)}
+}
+
+// findTraefik is the Traefik binary, or "" after saying that phase is
+// skipped when there is none.
+func findTraefik(phase string) (string, error) {
+	binary, err := dataplane.FindBinary("")
+	if errors.Is(err, dataplane.ErrNoBinary) {
+		progress("%s: skipped, no Traefik binary (run make traefik)", phase)
+		return "", nil
+	}
+	return binary, err
 }
 
 // traefikVersion is the version the binary says it is.

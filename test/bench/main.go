@@ -12,7 +12,11 @@
 // it reads and writes in a steady state; how long a failover takes; and,
 // with Traefik as the Gateway implementation, how long a fragment takes
 // from its create to its first request served, beside its fold and beside
-// Traefik's own reaction to a route. --only runs a part alone.
+// Traefik's own reaction to a route; and, with Traefik, how long routes
+// that name their fragment as parentRef on a pool take to be Accepted and
+// served, with the writes per route, beside routes naming the generated
+// listener and Traefik alone, and that gatefold then writes nothing.
+// --only runs a part alone.
 //
 // A row that is not correct (a phase that did not converge, listeners
 // missing or extra, writer errors) fails the run, quick or full, once its
@@ -46,6 +50,7 @@ type Params struct {
 	ScaleFragments   int           `json:"scaleFragments"`
 	ScaleGateways    int           `json:"scaleGateways"`
 	DataplaneRoutes  int           `json:"dataplaneRoutes"`
+	RouteParents     int           `json:"routeParents"`
 	SteadyState      time.Duration `json:"steadyState"`
 	LeaseDuration    time.Duration `json:"leaseDuration"`
 	PhaseTimeout     time.Duration `json:"phaseTimeout"`
@@ -62,7 +67,7 @@ type Params struct {
 
 // phases are the parts of a run, in the order they run; contention's
 // strategies can also be run alone, as contention:NAME.
-var phases = []string{"contention", "admission", "scale", "steady", "failover", "dataplane", "go"}
+var phases = []string{"contention", "admission", "scale", "steady", "failover", "dataplane", "routes", "go"}
 
 // selection is what --only asked for: phases, and contention strategies
 // by name. Empty, it is everything.
@@ -130,6 +135,7 @@ func run() (err error) {
 	flag.IntVar(&p.ScaleFragments, "scale-fragments", 10000, "Fragments a leader converges at first install and after a warm restart")
 	flag.IntVar(&p.ScaleGateways, "scale-gateways", 200, "Gateways those fragments are spread over")
 	flag.IntVar(&p.DataplaneRoutes, "dataplane-routes", 100, "Fragments, each with an HTTPRoute, timed from their creates to their first requests through Traefik (63 to a Gateway)")
+	flag.IntVar(&p.RouteParents, "route-parents", 1000, "Routes by fragment parentRef on one Gateway heading a pool (63 to a Gateway), timed to Accepted and to their first requests through Traefik, beside as many by the generated listener name and as many on Traefik alone")
 	flag.DurationVar(&p.SteadyState, "steady-state", 60*time.Second, "How long reads and writes are counted in the steady state")
 	flag.DurationVar(&p.LeaseDuration, "lease-duration", 15*time.Second, "The leader Lease duration, gatefold's default")
 	flag.DurationVar(&p.PhaseTimeout, "phase-timeout", 10*time.Minute, "How long a phase may take before it is reported as not converged")
@@ -139,7 +145,7 @@ func run() (err error) {
 	if *quick {
 		// The claims of the first install are backfilled within one collect
 		// period: a short one keeps the run short.
-		p = Params{Routes: 24, Gateways: 2, Writers: 4, AdmissionCreates: 20, ScaleFragments: 200, ScaleGateways: 4, DataplaneRoutes: 20,
+		p = Params{Routes: 24, Gateways: 2, Writers: 4, AdmissionCreates: 20, ScaleFragments: 200, ScaleGateways: 4, DataplaneRoutes: 20, RouteParents: 8,
 			SteadyState: 3 * time.Second, LeaseDuration: 3 * time.Second, PhaseTimeout: 30 * time.Second, Settle: 500 * time.Millisecond,
 			GoBenchTime: "50ms", GatefoldArgs: []string{"--claim-collect-period=3s"}}
 	}
@@ -222,6 +228,11 @@ func run() (err error) {
 	if sel.phase("dataplane") {
 		if report.Dataplane, err = h.dataplane(ctx, p); err != nil {
 			return fmt.Errorf("data plane: %w", err)
+		}
+	}
+	if sel.phase("routes") {
+		if report.Routes, err = h.routes(ctx, p); err != nil {
+			return fmt.Errorf("routes: %w", err)
 		}
 	}
 	if sel.phase("go") {

@@ -33,6 +33,7 @@ type Report struct {
 	Steady     *SteadyResult    `json:"steadyState,omitempty"`
 	Failover   *FailoverResult  `json:"failover,omitempty"`
 	Dataplane  *DataplaneResult `json:"dataplane,omitempty"`
+	Routes     *RoutesResult    `json:"routes,omitempty"`
 	GoBench    []GoBenchmark    `json:"goBenchmarks,omitempty"`
 	// Profiles are the CPU profiles --profile took, by phase.
 	Profiles []PhaseProfile `json:"profiles,omitempty"`
@@ -113,6 +114,16 @@ func (r *Report) failures() []string {
 		}
 		out = append(out, row)
 	}
+	if rt := r.Routes; rt != nil && !rt.Correct() {
+		row := fmt.Sprintf("routes: of %d each way, served %d alone, %d by name, %d by fragment; Accepted %d, %d, %d; folded %d by name, %d by fragment; gatefold wrote %d in the steady state",
+			rt.Routes, rt.Alone.FirstRequest.Requests, rt.ByName.FirstRequest.Requests, rt.ByFragment.FirstRequest.Requests,
+			rt.Alone.Accepted.Requests, rt.ByName.Accepted.Requests, rt.ByFragment.Accepted.Requests, rt.ByName.Fold.Requests, rt.ByFragment.Fold.Requests,
+			rt.SteadyWrites.Gatefold)
+		if len(rt.Errors) > 0 {
+			row += "; writer errors, e.g. " + rt.Errors[0]
+		}
+		out = append(out, row)
+	}
 	return out
 }
 
@@ -190,6 +201,9 @@ func (r *Report) markdown() string {
 	}
 	if r.Dataplane != nil {
 		r.dataplaneMarkdown(&b)
+	}
+	if r.Routes != nil {
+		r.routesMarkdown(&b)
 	}
 	if len(r.Profiles) > 0 {
 		r.profilesMarkdown(&b)
@@ -421,11 +435,57 @@ func (r *Report) dataplaneMarkdown(b *strings.Builder) {
 	if len(d.Errors) > 0 {
 		errs = fmt.Sprintf("%d or more, e.g. %s", len(d.Errors), d.Errors[0])
 	}
-	traefik := 0
-	for _, n := range d.TraefikWrites {
-		traefik += n
-	}
+	traefik := sum(d.TraefikWrites)
 	fmt.Fprintf(b, "\nGateway spec writes until the last hostname was served: %d (%.1f per Gateway). Writes from the first create until %s after the last answer: gatefold %d%s; Traefik %d%s. Writer errors: %s; correct: %s.\n",
 		d.GatewaySpecWrites, float64(d.GatewaySpecWrites)/float64(max(d.Gateways, 1)), r.Params.Settle, d.Writes.Gatefold, byResource(d.Writes.ByResource),
 		traefik, byResource(d.TraefikWrites), errs, yes(d.Correct()))
+}
+
+func (r *Report) routesMarkdown(b *strings.Builder) {
+	rt := r.Routes
+	n := rt.Routes
+	fmt.Fprintf(b, "\n### Routes by fragment parentRef: %d routes on a pool, through Traefik\n\n", n)
+	fmt.Fprintf(b, "Three ways of serving %d HTTPRoutes, each with a hostname of its own, to an echo backend, one way after the other (the routes of the way before deleted), served by Traefik %s on loopback, created by %d writers; ", n, rt.Traefik, rt.Writers)
+	fmt.Fprintf(b, "each hostname is requested every %.0f ms until the backend answers for it. ", rt.ProbeMillis)
+	fmt.Fprintf(b, "**By fragment**: each route's fragment (one HTTP listener) names one Gateway marked `gatefold.dev/pool: \"true\"`, and the route, created right after it with no wait, names the fragment: `parentRefs: [{group: gatefold.dev, kind: ListenerFragment, name, sectionName: http}]`; gatefold derives a route per landed listener and writes the route's status (%s at the end). ", plural(rt.ByFragment.Gateways, "Gateway"))
+	fmt.Fprintf(b, "**By generated name**: the data-plane row's way, the fragments on %s made by hand, each route naming its Gateway and the listener name `v1alpha1.ListenerName` gives. ", plural(rt.ByName.Gateways, "Gateway"))
+	b.WriteString("**Traefik alone**: routes on a listener already on a Gateway, the floor. ")
+	b.WriteString("Times run from the create returning (the fragment's, where there is one); Accepted is the route's own `status.parents` entry for its parentRef (gatefold's for the fragment way, Traefik's for the others). ")
+	b.WriteString("Run it alone with `go run ./test/bench --only routes` (after `make traefik`; `--route-parents` sets the count).\n\n")
+	b.WriteString("| measure | way | samples | p50 | p90 | p99 | max |\n|---|---|---|---|---|---|---|\n")
+	row := func(label, way string, l Latency) {
+		fmt.Fprintf(b, "| %s | %s | %d of %d | %s | %s | %s | %s |\n", label, way, l.Requests, n, millis(l.P50), millis(l.P90), millis(l.P99), millis(l.Max))
+	}
+	ratios := func(label string, a, by Latency) {
+		fmt.Fprintf(b, "| %s | | | %s | %s | %s | %s |\n", label, ratio(a.P50, by.P50), ratio(a.P90, by.P90), ratio(a.P99, by.P99), ratio(a.Max, by.Max))
+	}
+	row("create → listener on a Gateway's spec", "by fragment", rt.ByFragment.Fold)
+	row("", "by generated name", rt.ByName.Fold)
+	row("create → route Accepted", "by fragment", rt.ByFragment.Accepted)
+	row("", "by generated name", rt.ByName.Accepted)
+	row("", "Traefik alone", rt.Alone.Accepted)
+	row("create → first answer through Traefik", "by fragment", rt.ByFragment.FirstRequest)
+	row("", "by generated name", rt.ByName.FirstRequest)
+	row("", "Traefik alone", rt.Alone.FirstRequest)
+	ratios("first answer, by fragment / Traefik alone", rt.ByFragment.FirstRequest, rt.Alone.FirstRequest)
+	ratios("first answer, by fragment / by generated name", rt.ByFragment.FirstRequest, rt.ByName.FirstRequest)
+	ratios("Accepted, by fragment / Traefik alone", rt.ByFragment.Accepted, rt.Alone.Accepted)
+	ratios("Accepted, by fragment / by generated name", rt.ByFragment.Accepted, rt.ByName.Accepted)
+
+	fmt.Fprintf(b, "\nWrites from the first create until gatefold sent nothing for %s after the last route was served and Accepted, per route (the least for the fragment way: 1 derived route create and 1 route status write by gatefold per route):\n\n", quiet)
+	b.WriteString("| way | all served and Accepted | gatefold writes | per route | Traefik writes | per route |\n|---|---|---|---|---|---|\n")
+	for _, w := range []struct {
+		label string
+		w     RouteWay
+	}{{"by fragment", rt.ByFragment}, {"by generated name", rt.ByName}, {"Traefik alone", rt.Alone}} {
+		traefik := sum(w.w.TraefikWrites)
+		fmt.Fprintf(b, "| %s | %s | %d%s | %.2f | %d%s | %.2f |\n", w.label, secs(w.w.Seconds), w.w.Writes.Gatefold, byResource(w.w.Writes.ByResource),
+			float64(w.w.Writes.Gatefold)/float64(n), traefik, byResource(w.w.TraefikWrites), float64(traefik)/float64(n))
+	}
+	errs := "none"
+	if len(rt.Errors) > 0 {
+		errs = fmt.Sprintf("%d or more, e.g. %s", len(rt.Errors), rt.Errors[0])
+	}
+	fmt.Fprintf(b, "\nSteady state, the %.0f s after that: gatefold writes %d%s (target 0); Traefik %d%s. Writer errors: %s; correct: %s.\n",
+		rt.SteadySeconds, rt.SteadyWrites.Gatefold, byResource(rt.SteadyWrites.ByResource), sum(rt.SteadyTraefikWrites), byResource(rt.SteadyTraefikWrites), errs, yes(rt.Correct()))
 }
