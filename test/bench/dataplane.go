@@ -109,37 +109,13 @@ func (h *harness) dataplane(ctx context.Context, p Params) (*DataplaneResult, er
 	res := &DataplaneResult{Traefik: traefikVersion(binary), Fragments: n, Gateways: (n + fragmentsPerGateway - 1) / fragmentsPerGateway,
 		Writers: dataplaneWriters}
 	progress("Data plane: Traefik %s serving %d fragments on %s, created with their routes by %d writers", res.Traefik, n, plural(res.Gateways, "Gateway"), dataplaneWriters)
-	if err := h.fresh(ctx); err != nil {
-		return nil, err
-	}
-	if err := h.namespace(ctx, dataplaneNamespace, nil); err != nil {
-		return nil, err
-	}
-	m, err := h.serve(ctx, "dataplane-replica")
+	t, err := h.startTraefikPhase(ctx, dataplaneNamespace, binary, n)
 	if err != nil {
 		return nil, err
 	}
-	setup, err := h.client("bench-setup")
-	if err != nil {
-		return nil, err
-	}
-	writer, err := h.client("bench-writer/dataplane")
-	if err != nil {
-		return nil, err
-	}
-
-	dp, pr, err := h.startTraefik(ctx, setup, binary, max(probeInterval, time.Second*time.Duration(n)/probeRate))
-	if err != nil {
-		return nil, err
-	}
+	defer t.stop()
+	m, setup, writer, dp, pr := t.m, t.setup, t.writer, t.dp, t.pr
 	res.ProbeMillis = float64(pr.interval.Microseconds()) / 1000
-	stopTraefik := sync.OnceFunc(func() {
-		pr.close()
-		if err := dp.Stop(); err != nil {
-			progress("  stopping Traefik: %v", err)
-		}
-	})
-	defer stopTraefik()
 	gateways := make([]string, res.Gateways)
 	for g := range gateways {
 		gateways[g] = fmt.Sprintf("dataplane-%d", g)
@@ -178,13 +154,63 @@ func (h *harness) dataplane(ctx context.Context, p Params) (*DataplaneResult, er
 	progress("  fold p50 %.0fms p99 %.0fms; first request p50 %.0fms p99 %.0fms; Traefik alone p50 %.0fms p99 %.0fms; served %d/%d, %d Gateway spec writes",
 		res.Fold.P50, res.Fold.P99, res.FirstRequest.P50, res.FirstRequest.P99, res.TraefikAlone.P50, res.TraefikAlone.P99,
 		res.Served, n, res.GatewaySpecWrites)
-	// Traefik takes seconds to stop: it does while the API server is
-	// cleaned up.
+	return res, t.end(ctx, h)
+}
+
+// traefikPhase is what a phase with Traefik runs on: the replica serving
+// gatefold's webhooks, a client to set up and one to write as a route
+// controller does, Traefik and a prober of its HTTP entryPoint.
+type traefikPhase struct {
+	m             *manager
+	setup, writer client.Client
+	dp            *dataplane.DataPlane
+	pr            *prober
+	// stop stops the prober and Traefik, once.
+	stop func()
+}
+
+// startTraefikPhase empties the control plane, makes the phase's namespace
+// ns, has a replica serve the webhooks as installed, and starts Traefik
+// with a prober that requests each of n hostnames at most probeRate
+// requests a second in all.
+func (h *harness) startTraefikPhase(ctx context.Context, ns, binary string, n int) (*traefikPhase, error) {
+	if err := h.fresh(ctx); err != nil {
+		return nil, err
+	}
+	if err := h.namespace(ctx, ns, nil); err != nil {
+		return nil, err
+	}
+	t := &traefikPhase{}
+	var err error
+	if t.m, err = h.serve(ctx, ns+"-replica"); err != nil {
+		return nil, err
+	}
+	if t.setup, err = h.client("bench-setup"); err != nil {
+		return nil, err
+	}
+	if t.writer, err = h.client("bench-writer/" + ns); err != nil {
+		return nil, err
+	}
+	if t.dp, t.pr, err = h.startTraefik(ctx, t.setup, binary, max(probeInterval, time.Second*time.Duration(n)/probeRate)); err != nil {
+		return nil, err
+	}
+	t.stop = sync.OnceFunc(func() {
+		t.pr.close()
+		if err := t.dp.Stop(); err != nil {
+			progress("  stopping Traefik: %v", err)
+		}
+	})
+	return t, nil
+}
+
+// end stops Traefik, which takes seconds, while the API server is cleaned
+// up.
+func (t *traefikPhase) end(ctx context.Context, h *harness) error {
 	stopped := make(chan struct{})
-	go func() { stopTraefik(); close(stopped) }()
-	err = h.fresh(ctx)
+	go func() { t.stop(); close(stopped) }()
+	err := h.fresh(ctx)
 	<-stopped
-	return res, err
+	return err
 }
 
 // startTraefik starts Traefik on free loopback ports, with the echo backend,

@@ -129,36 +129,13 @@ func (h *harness) routes(ctx context.Context, p Params) (*RoutesResult, error) {
 	}
 	res := &RoutesResult{Traefik: traefikVersion(binary), Routes: n, Writers: dataplaneWriters}
 	progress("Routes: Traefik %s serving %d routes each way (alone, by generated name, by fragment parentRef on a pool), by %d writers", res.Traefik, n, dataplaneWriters)
-	if err := h.fresh(ctx); err != nil {
-		return nil, err
-	}
-	if err := h.namespace(ctx, routesNamespace, nil); err != nil {
-		return nil, err
-	}
-	m, err := h.serve(ctx, "routes-replica")
+	t, err := h.startTraefikPhase(ctx, routesNamespace, binary, n)
 	if err != nil {
 		return nil, err
 	}
-	setup, err := h.client("bench-setup")
-	if err != nil {
-		return nil, err
-	}
-	writer, err := h.client("bench-writer/routes")
-	if err != nil {
-		return nil, err
-	}
-	dp, pr, err := h.startTraefik(ctx, setup, binary, max(probeInterval, time.Second*time.Duration(n)/probeRate))
-	if err != nil {
-		return nil, err
-	}
+	defer t.stop()
+	m, setup, writer, dp, pr := t.m, t.setup, t.writer, t.dp, t.pr
 	res.ProbeMillis = float64(pr.interval.Microseconds()) / 1000
-	stopTraefik := sync.OnceFunc(func() {
-		pr.close()
-		if err := dp.Stop(); err != nil {
-			progress("  stopping Traefik: %v", err)
-		}
-	})
-	defer stopTraefik()
 
 	byName := make([]string, (n+fragmentsPerGateway-1)/fragmentsPerGateway)
 	head := dataplaneGateway(routesNamespace, poolHead, dp)
@@ -242,11 +219,7 @@ func (h *harness) routes(ctx context.Context, p Params) (*RoutesResult, error) {
 		return nil, err
 	}
 	progress("  steady state, %.0fs: gatefold %d writes%s, Traefik %d", res.SteadySeconds, res.SteadyWrites.Gatefold, byResource(res.SteadyWrites.ByResource), sum(res.SteadyTraefikWrites))
-	stopped := make(chan struct{})
-	go func() { stopTraefik(); close(stopped) }()
-	err = h.fresh(ctx)
-	<-stopped
-	return res, err
+	return res, t.end(ctx, h)
 }
 
 // routeWay creates, by the writers, each route of the way (after its
