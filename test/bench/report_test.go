@@ -149,6 +149,25 @@ func TestMarkdownShowsOnlyWhatRan(t *testing.T) {
 			report: Report{Params: p, Dataplane: &DataplaneResult{Fragments: 20, Gateways: 1, Folded: 20, Served: 19, AloneServed: 20}},
 			want:   []string{"| first request: create → first answer through Traefik | 19 of 20 |", "correct: **no**."},
 		},
+		"routes by fragment beside the generated name and Traefik alone": {
+			report: Report{Params: p, Routes: &RoutesResult{Traefik: "v3.6.12", Routes: 8, Writers: 4, ProbeMillis: 25, SteadySeconds: 3,
+				Alone: RouteWay{Accepted: Latency{Requests: 8, P50: 60}, FirstRequest: Latency{Requests: 8, P50: 2000, P90: 2000, P99: 2000, Max: 2000},
+					TraefikWrites: map[string]int{"httproutes/status": 8}},
+				ByName: RouteWay{Gateways: 1, Fold: Latency{Requests: 8}, Accepted: Latency{Requests: 8, P50: 400}, FirstRequest: Latency{Requests: 8, P50: 1000}},
+				ByFragment: RouteWay{Gateways: 2, Fold: Latency{Requests: 8, P50: 250}, Accepted: Latency{Requests: 8, P50: 480},
+					FirstRequest: Latency{Requests: 8, P50: 3000, P90: 3000, P99: 3000, Max: 3000}, Seconds: 3.5,
+					Writes: writes{Gatefold: 16, ByResource: map[string]int{"httproutes": 8, "httproutes/status": 8}}}}},
+			want: []string{"### Routes by fragment parentRef: 8 routes on a pool, through Traefik", "(2 Gateways at the end)",
+				"`go run ./test/bench --only routes`",
+				"| create → listener on a Gateway's spec | by fragment | 8 of 8 | 250 ms |",
+				"| create → route Accepted | by fragment | 8 of 8 | 480 ms |",
+				"| first answer, by fragment / Traefik alone | | | 1.50× | 1.50× | 1.50× | 1.50× |",
+				"| first answer, by fragment / by generated name | | | 3.00× |",
+				"| by fragment | 3.50 s | 16 (httproutes 8, httproutes/status 8) | 2.00 | 0 | 0.00 |",
+				"| Traefik alone | 0.00 s | 0 | 0.00 | 8 (httproutes/status 8) | 1.00 |",
+				"the 3 s after that: gatefold writes 0 (target 0)", "correct: yes."},
+			absent: []string{"### Data plane"},
+		},
 		"profiles show the API server's top functions": {
 			report: Report{Params: p, Profiles: []PhaseProfile{
 				{Phase: "scale-install", Seconds: 2, Files: map[string]string{"apiserver": "scale-install-apiserver.pprof"},
@@ -187,6 +206,9 @@ func TestFailuresNameEachRowNotCorrect(t *testing.T) {
 		Scale:      &ScaleResult{Install: InstallResult{Converged: true, Settled: true}, Restart: RestartResult{Converged: true}},
 		Failover:   &FailoverResult{Converged: true},
 		Dataplane:  &DataplaneResult{Fragments: 20, Folded: 20, Served: 20, AloneServed: 20},
+		Routes: &RoutesResult{Routes: 8, Alone: RouteWay{Accepted: Latency{Requests: 8}, FirstRequest: Latency{Requests: 8}},
+			ByName:     RouteWay{Fold: Latency{Requests: 8}, Accepted: Latency{Requests: 8}, FirstRequest: Latency{Requests: 8}},
+			ByFragment: RouteWay{Fold: Latency{Requests: 8}, Accepted: Latency{Requests: 8}, FirstRequest: Latency{Requests: 8}}},
 	}
 	tests := map[string]struct {
 		breakIt func(r *Report)
@@ -227,13 +249,23 @@ func TestFailuresNameEachRowNotCorrect(t *testing.T) {
 			breakIt: func(r *Report) { r.Dataplane.Served = 19 },
 			want:    []string{"data plane: of 20, 20 folded, 19 served, 20 served by Traefik alone"},
 		},
+		"routes not all Accepted by fragment": {
+			breakIt: func(r *Report) { r.Routes.ByFragment.Accepted.Requests = 7 },
+			want: []string{"routes: of 8 each way, served 8 alone, 8 by name, 8 by fragment; Accepted 8, 8, 7; folded 8 by name, 8 by fragment; " +
+				"gatefold wrote 0 in the steady state"},
+		},
+		"routes whose steady state gatefold wrote in": {
+			breakIt: func(r *Report) { r.Routes.SteadyWrites.Gatefold = 1 },
+			want: []string{"routes: of 8 each way, served 8 alone, 8 by name, 8 by fragment; Accepted 8, 8, 8; folded 8 by name, 8 by fragment; " +
+				"gatefold wrote 1 in the steady state"},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			r := correct
 			r.Contention = slices.Clone(correct.Contention)
-			admission, scale, failover, dataplane := *correct.Admission, *correct.Scale, *correct.Failover, *correct.Dataplane
-			r.Admission, r.Scale, r.Failover, r.Dataplane = &admission, &scale, &failover, &dataplane
+			admission, scale, failover, dataplane, routes := *correct.Admission, *correct.Scale, *correct.Failover, *correct.Dataplane, *correct.Routes
+			r.Admission, r.Scale, r.Failover, r.Dataplane, r.Routes = &admission, &scale, &failover, &dataplane, &routes
 			tc.breakIt(&r)
 			if got := r.failures(); !slices.Equal(got, tc.want) {
 				t.Errorf("failures:\ngot  %q\nwant %q", got, tc.want)
