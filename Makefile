@@ -92,11 +92,11 @@ conformance: controlplane traefik build ## Run Gateway API's ListenerSet conform
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: controlplane traefik build ## Run the benchmarks on the real control plane (about 15 minutes), write docs/benchmarks.{json,md}; fail on a row not correct
+bench: controlplane traefik build ## Run the benchmarks on the real control plane (about 30 minutes), write docs/benchmarks.{json,md}; fail on a row not correct
 	$(GO) run ./test/bench $(BENCH_FLAGS)
 
 .PHONY: bench-quick
-bench-quick: controlplane traefik build ## Run a reduced benchmark (about a minute and a half) into bin/bench, CI's smoke test; fail on a row not correct
+bench-quick: controlplane traefik build ## Run a reduced benchmark (under two minutes) into bin/bench, CI's smoke test; fail on a row not correct
 	$(GO) run ./test/bench --quick --out bin/bench $(BENCH_FLAGS)
 
 ##@ Build

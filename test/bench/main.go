@@ -1,6 +1,6 @@
 // Command bench measures gatefold on the real control plane and writes the
 // results to docs/benchmarks.json and docs/benchmarks.md. `make bench` runs
-// it; `make bench-quick` runs a reduced set in about a minute and a half.
+// it; `make bench-quick` runs a reduced set in under two minutes.
 //
 // It compares, on one API server and one workload, ways of giving N routes
 // one HTTPS listener each on G shared Gateways, gatefold's among them (and
@@ -122,7 +122,7 @@ func run() (err error) {
 		names = append(names, s.name())
 		choices = append(choices, "contention:"+s.name())
 	}
-	quick := flag.Bool("quick", false, "A reduced run for CI smoke use (about a minute and a half): small sizes, short steady state and lease")
+	quick := flag.Bool("quick", false, "A reduced run for CI smoke use (under two minutes): small sizes, short steady state and lease")
 	out := flag.String("out", "", "Folder to write benchmarks.json and benchmarks.md into (default docs, or bin/bench with --only, so that a partial run never replaces the published tables)")
 	gatefold := flag.String("gatefold", "bin/gatefold", "The gatefold binary to run as the manager")
 	only := flag.String("only", "", "Run only these, comma-separated: phases ("+strings.Join(phases, ", ")+") or contention strategies ("+strings.Join(choices, ", ")+"); steady and failover run on scale's fragments, so they run scale too")
