@@ -54,6 +54,9 @@ func conditions(v verdict, gen int64, derived map[section]*unstructured.Unstruct
 	accepted := metav1.Condition{Type: string(gwv1.RouteConditionAccepted), ObservedGeneration: gen}
 	if !v.att.Accepted() {
 		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(v.att.Reason), v.att.Message
+		if v.att.Reason == gwv1.RouteReasonPending {
+			accepted.Status = metav1.ConditionUnknown
+		}
 		return []metav1.Condition{accepted}
 	}
 	var acc, refs []metav1.Condition

@@ -63,6 +63,8 @@ func TestConditionsOfAParentRef(t *testing.T) {
 	}{
 		"refused by gatefold": {att: rules.Attachment{Reason: gwv1.RouteReasonNoMatchingParent, Message: "no listener"},
 			accepted: metav1.ConditionFalse, reason: string(gwv1.RouteReasonNoMatchingParent)},
+		"parent not folded yet": {att: rules.Attachment{Reason: gwv1.RouteReasonPending, Message: "waiting"},
+			accepted: metav1.ConditionUnknown, reason: string(gwv1.RouteReasonPending)},
 		"no derived route yet":        {att: accepted, accepted: metav1.ConditionUnknown, reason: reasonPending, resolved: metav1.ConditionUnknown},
 		"not judged yet":              {att: accepted, derived: derivedWith(1, 2, 0, ""), accepted: metav1.ConditionUnknown, reason: reasonPending, resolved: metav1.ConditionUnknown},
 		"judged an older derived gen": {att: accepted, derived: derivedWith(2, 2, 1, metav1.ConditionTrue), accepted: metav1.ConditionUnknown, reason: reasonPending, resolved: metav1.ConditionUnknown},

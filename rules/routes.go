@@ -5,9 +5,12 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
 )
 
 // Route kinds, all of group gateway.networking.k8s.io.
@@ -107,6 +110,9 @@ func Attach(route Route, ref gwv1.ParentReference, src *Source, landed map[gwv1.
 		}
 	}
 	if len(folded) == 0 {
+		if folding(src) {
+			return Attachment{Reason: gwv1.RouteReasonPending, Message: fmt.Sprintf("Waiting for gatefold to fold the listeners of %s", src.Ref())}
+		}
 		return Attachment{Reason: gwv1.RouteReasonNoMatchingParent, Message: notFoldedMessage(src.Ref(), selected)}
 	}
 	var out Attachment
@@ -274,6 +280,14 @@ func listenerRefusal(src SourceRef, name gwv1.SectionName, n int, msg string) st
 		return fmt.Sprintf("Listener %q of %s %s", name, src, msg)
 	}
 	return fmt.Sprintf("No listener of %s accepts this route; listener %q %s", src, name, msg)
+}
+
+// folding says whether the fold has yet to judge src as it is now: its
+// Accepted condition is Unknown, or of an older generation. A route made
+// with its parent then waits instead of being refused first.
+func folding(src *Source) bool {
+	c := meta.FindStatusCondition(src.Status.Conditions, string(v1alpha1.FragmentConditionAccepted))
+	return c != nil && (c.Status == metav1.ConditionUnknown || c.ObservedGeneration < src.Generation)
 }
 
 // notFoldedMessage tells a route that none of the selected listeners of src

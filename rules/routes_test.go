@@ -149,6 +149,20 @@ func TestAttach(t *testing.T) {
 			route: httpRoute("infra"), want: gwv1.RouteReasonNoMatchingParent, edit: func(s *Source) { s.Listeners = nil },
 			wantMsg: `ListenerSet infra/ls has no listeners: name another parent`,
 		},
+		"a source the fold has not judged yet": {
+			route: httpRoute("infra"), ref: gwv1.ParentReference{SectionName: section("http")}, unland: []gwv1.SectionName{"http"}, want: gwv1.RouteReasonPending,
+			edit: func(s *Source) {
+				s.Status.Conditions = []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionUnknown, Reason: "Pending"}}
+			},
+			wantMsg: `Waiting for gatefold to fold the listeners of ListenerSet infra/ls`,
+		},
+		"a source the fold judged at an older generation": {
+			route: httpRoute("infra"), ref: gwv1.ParentReference{SectionName: section("http")}, unland: []gwv1.SectionName{"http"}, want: gwv1.RouteReasonPending,
+			edit: func(s *Source) {
+				s.Generation = 2
+				s.Status.Conditions = []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, ObservedGeneration: 1}}
+			},
+		},
 		"a selected listener that is not folded": {
 			route: httpRoute("infra"), ref: gwv1.ParentReference{SectionName: section("http")}, unland: []gwv1.SectionName{"http"}, want: gwv1.RouteReasonNoMatchingParent,
 			wantMsg: `Listener "http" of ListenerSet infra/ls is not folded into a Gateway: its status.listeners says why`,
@@ -432,7 +446,7 @@ func FuzzAttach(f *testing.F) {
 		got := Attach(route, ref, src, landed)
 
 		switch got.Reason {
-		case gwv1.RouteReasonAccepted, gwv1.RouteReasonNoMatchingParent, gwv1.RouteReasonNotAllowedByListeners, gwv1.RouteReasonNoMatchingListenerHostname:
+		case gwv1.RouteReasonAccepted, gwv1.RouteReasonNoMatchingParent, gwv1.RouteReasonNotAllowedByListeners, gwv1.RouteReasonNoMatchingListenerHostname, gwv1.RouteReasonPending:
 		default:
 			t.Fatalf("Reason = %q", got.Reason)
 		}
