@@ -61,13 +61,26 @@ func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *fol
 			return res, berr
 		}
 		switch {
+		case len(blamed) == 0 && t.gw == nil && t.listenerSets:
+			// The Gateway of the ListenerSets, which the API server would not
+			// create for no one ListenerSet's sake (a quota, a policy): no
+			// ListenerSet folds for a while, and each says why.
+			log.FromContext(ctx).Error(err, "The API server refused to create the Gateway of a Gateway's ListenerSets; they fold once the refusal expires",
+				"gateway", klog.KObj(gw), "listenerSetGateway", t.key.Name)
+			r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "ListenerSetGatewayRefused", "Fold",
+				"The API server refused to create Gateway %s for this Gateway's ListenerSets: %v", t.key.Name, err)
+			in.ListenerSetGatewayBlocked = fmt.Sprintf("The API server refused to create Gateway %s, which would carry this ListenerSet's listeners: %v; gatefold tries again within %s",
+				t.key, err, refusalTTL)
+			r.pools.refuse(t.key, in.ListenerSetGatewayBlocked, time.Now())
+			continue
 		case len(blamed) == 0 && t.gw == nil:
 			// A sibling the API server would not create for no fragment's
 			// sake (a quota, a policy): the pool stops growing for a while,
 			// and the fragments that needed it say so.
 			log.FromContext(ctx).Error(err, "The API server refused a new Gateway for a pool; the pool does not grow until the refusal expires", "gateway", klog.KObj(gw), "sibling", t.key.Name)
 			r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "PoolGrowthRefused", "Fold", "The API server refused to create Gateway %s for the pool: %v", t.key.Name, err)
-			in.Pool.NoGrowth = r.pools.refuse(key, t.key.Name, err, time.Now())
+			in.Pool.NoGrowth = fmt.Sprintf("the API server refused to create Gateway %s (%v); gatefold tries again within %s", t.key, err, refusalTTL)
+			r.pools.refuse(key, in.Pool.NoGrowth, time.Now())
 			continue
 		case len(blamed) == 0:
 			r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, "ApplyFailed", "Fold", "The API server refused gatefold's listeners on Gateway %s, and no ListenerFragment or ListenerSet is the cause: %v", t.key, err)
@@ -107,8 +120,12 @@ func (e *gatewayRefusedError) Unwrap() error { return e.err }
 // that did not land.
 func refusedByGateway(in *fold.Input, refusedBy types.NamespacedName, err error) fold.Result {
 	msg := fmt.Sprintf("The API server refused gatefold's write to Gateway %s, which its owner must resolve: %v", refusedBy, err)
-	if refusedBy != client.ObjectKeyFromObject(in.Gateway) {
-		msg = fmt.Sprintf("The API server refused gatefold's write to Gateway %s of the pool of Gateway %s, which the head's owner must resolve: %v", refusedBy, client.ObjectKeyFromObject(in.Gateway), err)
+	switch parent := client.ObjectKeyFromObject(in.Gateway); {
+	case refusedBy == listenerSetGatewayKey(parent):
+		msg = fmt.Sprintf("The API server refused gatefold's write to Gateway %s, gatefold's for the ListenerSets of Gateway %s, which its owner must resolve: %v",
+			refusedBy, parent, err)
+	case refusedBy != parent:
+		msg = fmt.Sprintf("The API server refused gatefold's write to Gateway %s of the pool of Gateway %s, which the head's owner must resolve: %v", refusedBy, parent, err)
 	}
 	if in.Rejected == nil {
 		in.Rejected = map[rules.SourceRef]string{}

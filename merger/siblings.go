@@ -75,12 +75,13 @@ func (r *Reconciler) readPool(ctx context.Context, in *fold.Input) error {
 // Gateway of that name that gatefold did not create is never taken over.
 func (r *Reconciler) readListenerSetGateway(ctx context.Context, in *fold.Input) error {
 	gw := in.Gateway
-	key := types.NamespacedName{Namespace: gw.Namespace, Name: rules.ListenerSetGatewayName(gw.Name)}
+	key := listenerSetGatewayKey(client.ObjectKeyFromObject(gw))
 	got := &gwv1.Gateway{}
 	// Read your writes: one this replica just created must be seen, or the
 	// fold would create it anew.
 	switch err := r.Client.Get(ctx, key, got); {
 	case apierrors.IsNotFound(err):
+		in.ListenerSetGatewayBlocked = r.pools.recall(key, time.Now())
 		return nil
 	case err != nil:
 		return fmt.Errorf("reading Gateway %s: %w", key, err)
@@ -96,6 +97,11 @@ func (r *Reconciler) readListenerSetGateway(ctx context.Context, in *fold.Input)
 		in.ListenerSetGateway = &fold.Sibling{Gateway: got, Managed: managed, CarriedSince: r.carried.observe(key, got, managed)}
 	}
 	return nil
+}
+
+// listenerSetGatewayKey is the key of the Gateway of parent's ListenerSets.
+func listenerSetGatewayKey(parent types.NamespacedName) types.NamespacedName {
+	return types.NamespacedName{Namespace: parent.Namespace, Name: rules.ListenerSetGatewayName(parent.Name)}
 }
 
 // poolIndex indexes Gateways by "namespace/name" of the head whose sibling
@@ -179,7 +185,9 @@ func siblingsToHead(_ context.Context, o client.Object) []reconcile.Request {
 }
 
 // poolMemo remembers, per pool head, a refused sibling (the pool does not
-// grow for refusalTTL), and since when each sibling has been empty.
+// grow for refusalTTL), per Gateway of a Gateway's ListenerSets a refused
+// create (no ListenerSet folds for refusalTTL), and since when each sibling
+// has been empty.
 type poolMemo struct {
 	mu         sync.Mutex
 	refused    map[types.NamespacedName]growthRefusal
@@ -191,36 +199,37 @@ type growthRefusal struct {
 	at  time.Time
 }
 
-// refuse remembers that the API server refused the pool's new sibling, and
-// returns what the fragments that needed it are told.
-func (m *poolMemo) refuse(head types.NamespacedName, sibling string, err error, now time.Time) string {
+// refuse remembers that the API server refused a Gateway gatefold would
+// create, keyed by key (the pool's head, or the Gateway of the ListenerSets),
+// with what the sources that needed it are told.
+func (m *poolMemo) refuse(key types.NamespacedName, msg string, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.refused == nil {
 		m.refused = map[types.NamespacedName]growthRefusal{}
 	}
-	msg := fmt.Sprintf("the API server refused to create Gateway %s/%s (%v); gatefold tries again within %s", head.Namespace, sibling, err, refusalTTL)
-	m.refused[head] = growthRefusal{msg: msg, at: now}
-	return msg
+	m.refused[key] = growthRefusal{msg: msg, at: now}
 }
 
-// recall returns why the pool may not grow, while a refusal holds.
-func (m *poolMemo) recall(head types.NamespacedName, now time.Time) string {
+// recall returns what refuse remembered of key, while the refusal holds.
+func (m *poolMemo) recall(key types.NamespacedName, now time.Time) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	g, ok := m.refused[head]
+	g, ok := m.refused[key]
 	if !ok || now.Sub(g.at) >= refusalTTL {
-		delete(m.refused, head)
+		delete(m.refused, key)
 		return ""
 	}
 	return g.msg
 }
 
-// forget drops what is remembered of a deleted head's growth.
+// forget drops what is remembered of a deleted head's growth and of the
+// Gateway of its ListenerSets.
 func (m *poolMemo) forget(head types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.refused, head)
+	delete(m.refused, listenerSetGatewayKey(head))
 }
 
 // empty returns since when the sibling has been seen empty.

@@ -245,6 +245,42 @@ func TestListenerSetGatewayNotGatefoldsIsLeftAlone(t *testing.T) {
 	wantListenerSet(t, ls, "Accepted", metav1.ConditionTrue, "Accepted")
 }
 
+// When the API server refuses to create the Gateway of the ListenerSets (a
+// policy against the one ListenerSet's listener; as well a quota), the
+// ListenerSets say so, quoting it, and the parent's fragments still fold, on
+// a Gateway as on a pool's head.
+func TestRefusedGatewayOfTheListenerSetsIsReported(t *testing.T) {
+	for name, pooled := range map[string]bool{"Gateway": false, "pool head": true} {
+		t.Run(name, func(t *testing.T) {
+			ns := newNamespace(t, nil)
+			forbidHostname(t, ns, "set.example.com")
+			gw := fixture.Gateway(ns, gwv1.NamespacesFromSame)
+			if pooled {
+				gw = fixture.PoolHead(ns, gwv1.NamespacesFromSame, fixture.Own("default", 8080, gwv1.HTTPProtocolType, ""))
+			}
+			gw.Spec.GatewayClassName = gwv1.ObjectName(gatewayClass(t, foldedController))
+			create(t, gw)
+			ls := listenerSet(ns, "app", gw, fixture.HTTPS("web", "set.example.com"))
+			create(t, ls)
+			st := wantListenerSet(t, ls, "Accepted", metav1.ConditionFalse, "ListenersNotValid")
+			want := fmt.Sprintf("The API server refused to create Gateway %s/%s", ns, setGateway(gw).Name)
+			if c := meta.FindStatusCondition(st.Status.Conditions, "Accepted"); !strings.Contains(c.Message, want) || !strings.Contains(c.Message, "listeners for set.example.com are not allowed here") {
+				t.Errorf("ListenerSet Accepted message %q, want it to say %q and quote the API server", c.Message, want)
+			}
+			lf := fixture.Fragment(ns, "app", gw, fixture.HTTPS("web", "fragment.example.com"))
+			create(t, lf)
+			testenv.WaitAccepted(t, env.Client, settle, lf, metav1.ConditionTrue, "Accepted")
+			got := wantListeners(t, gw, "default 8080/HTTP", folded(lf, "web")+" 443/HTTPS fragment.example.com")
+			if n := ptr.Deref(got.Status.AttachedListenerSets, 0); n != 0 {
+				t.Errorf("Gateway %s status.attachedListenerSets = %d, want 0", gw.Name, n)
+			}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(setGateway(gw)), &gwv1.Gateway{}); !apierrors.IsNotFound(err) {
+				t.Errorf("Gateway %s: %v, want it not created", setGateway(gw).Name, err)
+			}
+		})
+	}
+}
+
 // foldedListenerSet creates a Gateway of a class gatefold folds and a
 // ListenerSet in another namespace, with a certificate in its own, and waits
 // until gatefold folded it, counted it and granted its Secret.
