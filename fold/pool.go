@@ -96,14 +96,14 @@ func newPool(in *Input, own []gwv1.Listener, sources, placeable []rules.Source) 
 	head := &room{gw: in.Gateway, exists: true, managed: in.Managed, since: in.CarriedSince, taken: len(own)}
 	p := &pool{board: rules.OwnBoard(own), rooms: []*room{head}, head: in.Gateway, own: len(own)}
 	if s := in.ListenerSetGateway; s != nil {
-		p.sets = &room{gw: s.Gateway, exists: true, managed: s.Managed, since: s.CarriedSince, taken: p.takeForeign(*s, sources)}
+		p.sets = &room{gw: s.Gateway, exists: true, managed: s.Managed, since: s.CarriedSince, taken: rules.TakeAdded(p.board, s.Gateway, s.Managed, sources)}
 	}
 	if in.Pool == nil {
 		return p
 	}
 	p.pooled, p.noGrowth, p.draining, p.names = true, in.Pool.NoGrowth, in.Pool.Draining, in.Pool.Names
 	for _, s := range in.Pool.Siblings {
-		p.rooms = append(p.rooms, &room{gw: s.Gateway, exists: true, managed: s.Managed, since: s.CarriedSince, taken: len(own) + p.takeForeign(s, sources)})
+		p.rooms = append(p.rooms, &room{gw: s.Gateway, exists: true, managed: s.Managed, since: s.CarriedSince, taken: len(own) + rules.TakeAdded(p.board, s.Gateway, s.Managed, sources)})
 	}
 	fragments := slices.DeleteFunc(slices.Clone(placeable), func(src rules.Source) bool { return src.Kind == rules.KindListenerSet })
 	p.stays = stays(p.rooms, fragments)
@@ -121,16 +121,6 @@ func newPool(in *Input, own []gwv1.Listener, sources, placeable []rules.Source) 
 		}
 	}
 	return p
-}
-
-// takeForeign puts on the board the listeners someone else added to a
-// Gateway gatefold created, which are its own too, and returns how many.
-func (p *pool) takeForeign(s Sibling, sources []rules.Source) int {
-	foreign := rules.OwnListeners(s.Gateway, s.Managed, sources)
-	for _, l := range foreign {
-		p.board.Take(rules.Holder{Listener: l.Name, Entry: rules.EntryOf(l.Port, l.Protocol, l.Hostname)})
-	}
-	return len(foreign)
 }
 
 // stays finds, for every source, the room that carries most of its
@@ -173,10 +163,11 @@ func stays(rooms []*room, sources []rules.Source) map[rules.SourceRef]stay {
 // returns what became of each, and the room it landed in (the head when
 // none landed).
 func (p *pool) place(src *rules.Source, grants map[string][]gwv1.ReferenceGrant, withheld map[int]rules.Placement) ([]rules.Placement, *room) {
+	if src.Kind == rules.KindListenerSet {
+		return p.placeSet(src, p.board.Try(src, grants, p.head.Namespace+"/"+rules.ListenerSetGatewayName(p.head.Name), withheld))
+	}
 	t := p.board.Try(src, grants, gatewayKey(p.head), withheld)
 	switch {
-	case src.Kind == rules.KindListenerSet:
-		return p.placeSet(src, t)
 	case !p.pooled:
 		head := p.rooms[0]
 		if len(t.Fits) > head.free() {
@@ -250,8 +241,7 @@ func (p *pool) placeSet(src *rules.Source, t rules.Trial) ([]rules.Placement, *r
 		p.sets = &room{gw: gw}
 	}
 	if r := p.sets; len(t.Fits) > r.free() {
-		return t.NoRoom(fmt.Sprintf("Gateway %s, where gatefold folds the ListenerSets of Gateway %s, has %d of its %d listeners taken and this ListenerSet needs %d: remove listeners, or use ListenerFragments",
-			gatewayKey(r.gw), gatewayKey(p.head), r.taken, rules.MaxListeners, len(t.Fits))), p.rooms[0]
+		return t.NoRoom(rules.TooManyListenersMessage(gatewayKey(r.gw), r.taken, src.Kind, len(t.Fits))), p.rooms[0]
 	}
 	return p.commit(src, t, t.Fits, p.sets), p.sets
 }

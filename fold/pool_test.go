@@ -262,8 +262,8 @@ func TestPoolPlacement(t *testing.T) {
 			},
 			per:    map[string]int{"shared": 1, "shared-listenersets": 64},
 			landed: map[string]string{"big": "shared-listenersets", "frag": "shared"},
-			reasons: map[string]string{"ListenerSet shop/more/web": "TooManyListeners: Gateway infra/shared-listenersets, where gatefold folds the ListenerSets of Gateway infra/shared, " +
-				"has 64 of its 64 listeners taken and this ListenerSet needs 1: remove listeners, or use ListenerFragments"},
+			reasons: map[string]string{"ListenerSet shop/more/web": "TooManyListeners: Gateway infra/shared-listenersets has 64 of its 64 listeners taken and this ListenerSet needs 1: " +
+				"use another Gateway, or remove listeners"},
 		},
 		"a ListenerSet's listener an older gatefold folded into the Gateway moves to the Gateway of the ListenerSets": {
 			input: func() Input {
@@ -364,8 +364,10 @@ func TestPoolSiblingIsNoParent(t *testing.T) {
 // gatefold did not create holds the name of the Gateway of the ListenerSets:
 // it is never taken over, and the ListenerSets say why they are not folded.
 func TestListenerSetsWaitWhileTheirGatewayIsNotGatefolds(t *testing.T) {
+	taken := gateway(gwv1.NamespacesFromAll)
+	taken.Name = rules.ListenerSetGatewayName(taken.Name)
 	in := Input{Gateway: gateway(gwv1.NamespacesFromAll, own("http", 80, gwv1.HTTPProtocolType, "")), Managed: sets.New[gwv1.SectionName](),
-		ListenerSetGatewayBlocked: rules.ListenerSetGatewayTakenMessage(types.NamespacedName{Namespace: "infra", Name: "shared"}),
+		ListenerSetGatewayBlocked: rules.ListenerSetGatewayBlocked(gateway(gwv1.NamespacesFromAll), taken),
 		Sources: []rules.Source{
 			listenerSet("shop", "set", 0, entry("web", 443, gwv1.HTTPSProtocolType, "set.example.com")),
 			fragment("shop", "frag", 1, entry("web", 443, gwv1.HTTPSProtocolType, "frag.example.com")),
@@ -377,7 +379,7 @@ func TestListenerSetsWaitWhileTheirGatewayIsNotGatefolds(t *testing.T) {
 	}
 	set := rules.SourceRef{Kind: rules.KindListenerSet, NamespacedName: types.NamespacedName{Namespace: "shop", Name: "set"}}
 	c := meta.FindStatusCondition(r.Statuses[set].Conditions, string(v1alpha1.FragmentConditionAccepted))
-	if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "Gateway infra/shared-listenersets, which exists and is not gatefold's: its owner must delete or rename it") {
+	if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "Gateway infra/shared-listenersets, where gatefold folds this ListenerSet, is not gatefold's: its owner must rename or delete it") {
 		t.Errorf("ListenerSet Accepted = %+v, want False naming infra/shared-listenersets and what to do", c)
 	}
 	if got := accepted(r, "shop", "frag"); got != "True/Accepted" {

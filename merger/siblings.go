@@ -85,14 +85,8 @@ func (r *Reconciler) readListenerSetGateway(ctx context.Context, in *fold.Input)
 		return nil
 	case err != nil:
 		return fmt.Errorf("reading Gateway %s: %w", key, err)
-	case !got.DeletionTimestamp.IsZero() || (rules.ListenerSetGateway(got) && !rules.SiblingOf(got, gw)):
-		// Deleted, or left by an earlier Gateway of the parent's name for
-		// the garbage collector.
-		in.ListenerSetGatewayBlocked = fmt.Sprintf("Gateway %s, where gatefold folds the ListenerSets of Gateway %s, is being deleted: gatefold creates it again once it is gone",
-			key, klog.KObj(gw))
-	case !rules.SiblingOf(got, gw):
-		in.ListenerSetGatewayBlocked = rules.ListenerSetGatewayTakenMessage(client.ObjectKeyFromObject(gw))
-	default:
+	}
+	if in.ListenerSetGatewayBlocked = rules.ListenerSetGatewayBlocked(gw, got); in.ListenerSetGatewayBlocked == "" {
 		managed := rules.ManagedListeners(got)
 		in.ListenerSetGateway = &fold.Sibling{Gateway: got, Managed: managed, CarriedSince: r.carried.observe(key, got, managed)}
 	}

@@ -118,9 +118,12 @@ type Holder struct {
 	// Namespace and Fragment name the source; Namespace is "" for the
 	// Gateway's own listeners.
 	Namespace string
-	Fragment  string
-	Listener  gwv1.SectionName
-	Entry     Entry
+	// Gateway is, for a listener someone added to a Gateway gatefold created
+	// beside the parent (TakeAdded), that Gateway as namespace/name.
+	Gateway  string
+	Fragment string
+	Listener gwv1.SectionName
+	Entry    Entry
 	// ReleasedIn, when set, says the holder no longer wants the tuple and
 	// its claim is released within this time.
 	ReleasedIn time.Duration
@@ -133,6 +136,8 @@ type Holder struct {
 func (h Holder) Describe(requesterNS string) string {
 	kind := cmp.Or(h.Kind, KindListenerFragment)
 	switch {
+	case h.Namespace == "" && h.Gateway != "":
+		return fmt.Sprintf("a listener (%s) someone added to Gateway %s", h.Entry.Protocol, h.Gateway)
 	case h.Namespace == "":
 		return fmt.Sprintf("a listener of the Gateway itself (%s)", h.Entry.Protocol)
 	case h.Namespace == requesterNS:

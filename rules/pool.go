@@ -106,10 +106,23 @@ func ListenerSetGateway(gw *gwv1.Gateway) bool {
 	return ok && gw.Name == ListenerSetGatewayName(head.Name)
 }
 
-// ListenerSetGatewayTakenMessage tells the ListenerSets of Gateway parent
-// that the Gateway gatefold would fold them into exists and is not
-// gatefold's.
-func ListenerSetGatewayTakenMessage(parent types.NamespacedName) string {
-	return fmt.Sprintf("gatefold folds the ListenerSets of Gateway %s into Gateway %s/%s, which exists and is not gatefold's: its owner must delete or rename it",
-		parent, parent.Namespace, ListenerSetGatewayName(parent.Name))
+// ListenerSetGatewayBlocked says why no ListenerSet of Gateway parent can be
+// folded while sets, the Gateway named ListenerSetGatewayName(parent) as read
+// (nil when there is none), is as it is: not gatefold's for parent, being
+// deleted, or left by an earlier Gateway of parent's name. "" when they can.
+// The fold and admission both ask it.
+func ListenerSetGatewayBlocked(parent, sets *gwv1.Gateway) string {
+	if sets == nil {
+		return ""
+	}
+	key := sets.Namespace + "/" + sets.Name
+	switch {
+	case ListenerSetGateway(sets) && !SiblingOf(sets, parent):
+		return fmt.Sprintf("Gateway %s is left from an earlier Gateway %s: this ListenerSet folds once it is garbage collected", key, parent.Name)
+	case !SiblingOf(sets, parent):
+		return fmt.Sprintf("Gateway %s, where gatefold folds this ListenerSet, is not gatefold's: its owner must rename or delete it", key)
+	case !sets.DeletionTimestamp.IsZero():
+		return fmt.Sprintf("Gateway %s, where gatefold folds this ListenerSet, is being deleted: it folds once that is done", key)
+	}
+	return ""
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
@@ -375,5 +376,41 @@ func TestListenerSetGatewayNames(t *testing.T) {
 	}
 	if ListenerSetGatewayName(strings.Repeat("a", 241)) == ListenerSetGatewayName(strings.Repeat("a", 242)) {
 		t.Error("Two long parents share the Gateway of their ListenerSets")
+	}
+}
+
+func TestListenerSetGatewayBlocked(t *testing.T) {
+	parent := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "shared", UID: "p"}}
+	gatefolds := func(uid types.UID, edit func(*gwv1.Gateway)) *gwv1.Gateway {
+		gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "shared-listenersets", Labels: map[string]string{v1alpha1.PoolLabel: PoolLabelValue("shared")},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: "shared", UID: uid, Controller: ptr.To(true)}}}}
+		if edit != nil {
+			edit(gw)
+		}
+		return gw
+	}
+	tests := map[string]struct {
+		sets *gwv1.Gateway
+		want string
+	}{
+		"none":       {},
+		"gatefold's": {sets: gatefolds("p", nil)},
+		"not gatefold's": {sets: &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "shared-listenersets"}},
+			want: "Gateway infra/shared-listenersets, where gatefold folds this ListenerSet, is not gatefold's: its owner must rename or delete it"},
+		"being deleted": {sets: gatefolds("p", func(gw *gwv1.Gateway) { gw.DeletionTimestamp = ptr.To(metav1.Now()) }),
+			want: "Gateway infra/shared-listenersets, where gatefold folds this ListenerSet, is being deleted: it folds once that is done"},
+		"an earlier parent's": {sets: gatefolds("earlier", nil),
+			want: "Gateway infra/shared-listenersets is left from an earlier Gateway shared: this ListenerSet folds once it is garbage collected"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := ListenerSetGatewayBlocked(parent, tc.sets)
+			if got != tc.want {
+				t.Errorf("ListenerSetGatewayBlocked = %q, want %q", got, tc.want)
+			}
+			if len(got) > 130 {
+				t.Errorf("Message of %d characters, want about 120", len(got))
+			}
+		})
 	}
 }

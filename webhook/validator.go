@@ -3,10 +3,10 @@ package webhook
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
@@ -162,12 +162,10 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 	return warnings, invalid(lf, conflictErrors(lf, gwKey.String(), conflicts))
 }
 
-// storedBoard returns the board a request is checked against besides claims,
-// and the Gateway's count of own listeners: its own listeners, the tuples
-// claims reserve, then, in precedence order, what the fold would place of the
-// Gateway's other stored fragments and folded ListenerSets. A stored source
-// may hold no claim until the collector's next round; what the fold does not
-// place blocks no one (docs/architecture.md, "Claims").
+// storedBoard returns the board a request is checked against besides claims
+// (rules.StoredBoard), and the Gateway's count of own listeners. A stored
+// source may hold no claim until the collector's next round; what the fold
+// does not place blocks no one (docs/architecture.md, "Claims").
 func (v *fragmentValidator) storedBoard(ctx context.Context, view *claims.View, gw *gwv1.Gateway, lf *v1alpha1.ListenerFragment) (*rules.Board, int, error) {
 	fragments, err := fragmentsOf(ctx, v.cache, gw)
 	if err != nil {
@@ -177,41 +175,31 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *claims.View, 
 	if err != nil {
 		return nil, 0, err
 	}
-	fragments = append(fragments, listenerSets...)
-	own := rules.OwnListeners(gw, rules.ManagedListeners(gw), fragments)
-	b := rules.OwnBoard(own)
-	// Room is counted per Gateway, as the fold counts it: fragments have the
-	// Gateway's, ListenerSets the 64 of the Gateway of the ListenerSets. A
-	// tuple is taken once per pool, and a pool grows: whatever the head's
-	// room, every stored fragment the fold places holds its tuples.
-	room := map[string]int{rules.KindListenerFragment: rules.MaxListeners - len(own), rules.KindListenerSet: rules.MaxListeners}
-	if rules.PoolHead(gw) {
-		room[rules.KindListenerFragment] = math.MaxInt
+	stored := rules.Stored{Gateway: gw, Grants: map[string][]gwv1.ReferenceGrant{}, Skip: rules.FragmentRef(lf)}
+	if len(listenerSets) > 0 {
+		if stored.ListenerSets, err = view.Gateway(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: rules.ListenerSetGatewayName(gw.Name)}); err != nil {
+			return nil, 0, err
+		}
 	}
-	placed, err := view.Placed(ctx, gw, fragments)
-	if err != nil {
+	if stored.Sources, err = view.Placed(ctx, gw, append(fragments, listenerSets...)); err != nil {
 		// Another tenant's namespace: the requester is not told which.
 		logf.FromContext(ctx).Error(err, "Reading the namespaces of the stored ListenerFragments of a Gateway", "gateway", klog.KObj(gw))
 		return nil, 0, fmt.Errorf("reading the namespaces of the ListenerFragments of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
 	}
-	claims, err := v.claims.Holders(client.ObjectKeyFromObject(gw))
-	if err != nil {
+	if stored.Claims, err = v.claims.Holders(client.ObjectKeyFromObject(gw)); err != nil {
 		return nil, 0, err
 	}
-	rules.SortByPrecedence(placed)
-	rules.ReserveClaimed(b, placed, claims)
-	grants := map[string][]gwv1.ReferenceGrant{}
-	for _, f := range placed {
-		if f.Ref() == rules.FragmentRef(lf) {
+	for _, f := range stored.Sources {
+		if f.Ref() == stored.Skip {
 			continue
 		}
-		if err := v.grantsFor(ctx, f.Namespace, f.Listeners, grants); err != nil {
+		if err := v.grantsFor(ctx, f.Namespace, f.Listeners, stored.Grants); err != nil {
 			// Another tenant's certificate namespace: not named.
 			logf.FromContext(ctx).Error(err, "Reading the ReferenceGrants of a stored source", "source", f.Ref().String())
 			return nil, 0, fmt.Errorf("reading the ReferenceGrants of the sources of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
 		}
-		_, room[f.Kind] = b.Place(&f, grants, klog.KObj(gw).String(), room[f.Kind])
 	}
+	b, own := rules.StoredBoard(stored)
 	return b, len(own), nil
 }
 

@@ -7,10 +7,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/fixture"
 	"github.com/gatefold/gatefold/webhook"
 )
@@ -136,4 +139,48 @@ func TestListenerSetsTakeNoRoomOfTheGateway(t *testing.T) {
 	// Younger than the ListenerSet, stored without a claim: the fold places
 	// it on the Gateway, beside the Gateway's own listener.
 	wantDuplicateOfQuietDenied(t, quiet, shop, gw)
+}
+
+// The Gateway of the ListenerSets decides, as for the fold, what they hold:
+// while a Gateway gatefold did not create has its name, no ListenerSet
+// folds, so none denies a fragment; a listener someone added to gatefold's
+// holds its tuple against every source of the parent.
+func TestGatewayOfTheListenerSetsDecidesWhatTheyHold(t *testing.T) {
+	tests := map[string]struct {
+		gatefolds bool
+		want      string // the denial of a fragment wanting added.example.com; "" for none
+	}{
+		"not gatefold's: its ListenerSets deny nothing": {},
+		"gatefold's: what someone added there holds its tuple": {gatefolds: true,
+			want: "already taken on Gateway %s/shared by a listener (HTTPS) someone added to Gateway %[1]s/shared-listenersets"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			infra, shop, blog := newNamespace(t, nil), newNamespace(t, nil), newNamespace(t, nil)
+			gw := classGateway(t, infra, foldedController)
+			sets := fixture.Gateway(infra, gwv1.NamespacesFromAll, gatewayHTTPS("mine", "added.example.com"))
+			sets.Name = rules.ListenerSetGatewayName(gw.Name)
+			if tc.gatefolds {
+				sets.Labels = map[string]string{v1alpha1.PoolLabel: rules.PoolLabelValue(gw.Name)}
+				sets.OwnerReferences = []metav1.OwnerReference{{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: gw.Name, UID: gw.UID, Controller: ptr.To(true)}}
+			}
+			mustCreate(t, sets)
+			waitCached(t, sets)
+			ls := newListenerSet(shop, "storefront", gw, https("web", "app.example.com"))
+			mustCreate(t, ls)
+			waitCached(t, ls)
+
+			err := env.Client.Create(context.Background(), newFragment(blog, "added", gw, https("https", "added.example.com")))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Creating a fragment wanting a listener of another's Gateway: %v", err)
+				}
+				mustCreate(t, newFragment(blog, "home", gw, https("https", "app.example.com")))
+				return
+			}
+			wantDenied(t, err, fmt.Sprintf(tc.want, infra))
+			err = env.Client.Create(context.Background(), newFragment(blog, "home", gw, https("https", "app.example.com")))
+			wantDenied(t, err, "by a listener (HTTPS) of a ListenerSet in another namespace")
+		})
+	}
 }

@@ -227,7 +227,7 @@ func TestListenerSetGatewayNotGatefoldsIsLeftAlone(t *testing.T) {
 	ls := listenerSet(infra, "app", gw, fixture.HTTPS("web", "set.example.com"))
 	create(t, ls)
 	st := wantListenerSet(t, ls, "Accepted", metav1.ConditionFalse, "ListenersNotValid")
-	want := fmt.Sprintf("Gateway %s/%s, which exists and is not gatefold's: its owner must delete or rename it", infra, taken.Name)
+	want := fmt.Sprintf("Gateway %s/%s, where gatefold folds this ListenerSet, is not gatefold's: its owner must rename or delete it", infra, taken.Name)
 	if c := meta.FindStatusCondition(st.Status.Conditions, "Accepted"); !strings.Contains(c.Message, want) {
 		t.Errorf("ListenerSet Accepted message %q, want it to say %q", c.Message, want)
 	}
