@@ -274,22 +274,70 @@ func (r *Reconciler) applyPool(ctx context.Context, in *fold.Input, res fold.Res
 			}
 		}
 	}
-	// Gateways that give up a listener are written first: a tuple moving
-	// from one Gateway of the pool to another is never on both.
-	var removing, adding []target
-	for _, t := range changed {
-		if t.removes() {
-			removing = append(removing, t)
-		} else {
-			adding = append(adding, t)
-		}
-	}
-	for _, phase := range [][]target{removing, adding} {
+	for _, phase := range phases(changed) {
 		if t, err := r.applyAll(ctx, phase); err != nil {
 			return t, err
 		}
 	}
 	return target{}, nil
+}
+
+// phases orders the writes of the changed targets so that a tuple moving
+// from one Gateway of the fold to another is never on both: first those
+// that give up a listener and gain no tuple another gives up, then those
+// that give up one and gain such a tuple, then those that only add. Two
+// Gateways that trade tuples in one fold may still carry one both for a
+// moment.
+func phases(changed []target) [][]target {
+	given := sets.New[rules.Tuple]()
+	for _, t := range changed {
+		given = given.Union(t.gives())
+	}
+	var removing, trading, adding []target
+	for _, t := range changed {
+		switch {
+		case !t.removes():
+			adding = append(adding, t)
+		case t.gains().HasAny(given.UnsortedList()...):
+			trading = append(trading, t)
+		default:
+			removing = append(removing, t)
+		}
+	}
+	return [][]target{removing, trading, adding}
+}
+
+// gives returns the tuples of the listeners gatefold wrote that writing the
+// target takes off its Gateway.
+func (t target) gives() sets.Set[rules.Tuple] {
+	out := sets.New[rules.Tuple]()
+	if t.gw == nil {
+		return out
+	}
+	kept := tuples(t.desired())
+	for _, l := range t.gw.Spec.Listeners {
+		if tp := rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple(); t.managed.Has(l.Name) && !kept.Has(tp) {
+			out.Insert(tp)
+		}
+	}
+	return out
+}
+
+// gains returns the tuples writing the target puts on its Gateway.
+func (t target) gains() sets.Set[rules.Tuple] {
+	gained := tuples(t.desired())
+	if t.gw != nil {
+		gained = gained.Difference(tuples(t.gw.Spec.Listeners))
+	}
+	return gained
+}
+
+func tuples(ls []gwv1.Listener) sets.Set[rules.Tuple] {
+	out := sets.New[rules.Tuple]()
+	for _, l := range ls {
+		out.Insert(rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple())
+	}
+	return out
 }
 
 // applyAll writes the targets, poolApplies at a time, and returns the first
