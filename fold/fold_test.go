@@ -129,8 +129,10 @@ func TestFoldPrecedenceAndConflicts(t *testing.T) {
 			fragments: []rules.Source{fragment("a", "f", 0,
 				entry("typo", 80, "http", "a.example.com"),
 				entry("ip", 80, gwv1.HTTPProtocolType, "1.2.3.4"),
+				withKinds(entry("tls", 443, gwv1.TLSProtocolType, "c.example.com"), "HTTPRoute"),
+				withKinds(entry("http", 80, gwv1.HTTPProtocolType, "d.example.com"), "HTTPRoute", "TCPRoute"),
 				entry("ok", 80, gwv1.HTTPProtocolType, "b.example.com"))},
-			want:     []string{"a/f/typo: UnsupportedProtocol", "a/f/ip: Invalid", "a/f/ok: Accepted"},
+			want:     []string{"a/f/typo: UnsupportedProtocol", "a/f/ip: Invalid", "a/f/tls: InvalidRouteKinds", "a/f/http: Accepted", "a/f/ok: Accepted"},
 			accepted: map[string]string{"a/f": "True/Accepted"},
 		},
 		"the Gateway's own listener beats a claim": {
@@ -1092,4 +1094,13 @@ func TestHandoversNameTheSourceThatLostATuple(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withKinds sets a listener's allowedRoutes.kinds, of Gateway API's group.
+func withKinds(e gwv1.ListenerEntry, kinds ...gwv1.Kind) gwv1.ListenerEntry {
+	e.AllowedRoutes = &gwv1.AllowedRoutes{}
+	for _, k := range kinds {
+		e.AllowedRoutes.Kinds = append(e.AllowedRoutes.Kinds, gwv1.RouteGroupKind{Kind: k})
+	}
+	return e
 }

@@ -117,8 +117,8 @@ func reportedFor(gw *gwv1.Gateway, l *gwv1.Listener, since int64) (gwv1.Listener
 
 // notFolded are the conditions of a listener the fold left out. A
 // conflicted listener says the conflict in all three conditions, as
-// upstream's ListenerSet does; one whose certificate is not granted says so
-// in ResolvedRefs.
+// upstream's ListenerSet does; one whose certificate is not granted, or
+// whose route kinds its protocol cannot carry, says so in ResolvedRefs.
 func notFolded(src *rules.Source, o Outcome) []metav1.Condition {
 	conflicted := condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionFalse, gwv1.ListenerReasonNoConflicts, src.Generation, "No conflicts")
 	programmed := condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, gwv1.ListenerEntryReasonInvalid, src.Generation, "Not folded into the Gateway: "+o.Message)
@@ -127,7 +127,7 @@ func notFolded(src *rules.Source, o Outcome) []metav1.Condition {
 	case gwv1.ListenerEntryReasonHostnameConflict, gwv1.ListenerEntryReasonProtocolConflict:
 		conflicted = condition(gwv1.ListenerEntryConditionConflicted, metav1.ConditionTrue, o.Reason, src.Generation, o.Message)
 		programmed = condition(gwv1.ListenerEntryConditionProgrammed, metav1.ConditionFalse, o.Reason, src.Generation, o.Message)
-	case gwv1.ListenerEntryReasonRefNotPermitted:
+	case gwv1.ListenerEntryReasonRefNotPermitted, gwv1.ListenerEntryConditionReason(gwv1.ListenerReasonInvalidRouteKinds):
 		conds = append(conds, condition(gwv1.ListenerEntryConditionResolvedRefs, metav1.ConditionFalse, o.Reason, src.Generation, o.Message))
 	}
 	return append(conds, conflicted, programmed)

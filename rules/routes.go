@@ -227,6 +227,24 @@ func routeKinds(l gwv1.ListenerEntry) []string {
 	return out
 }
 
+// RouteKindsProblem says what is wrong when listener l lists route kinds of
+// Gateway API's group in allowedRoutes.kinds and its protocol carries none of
+// them, so that no route could ever attach; empty when it is not so.
+func RouteKindsProblem(l gwv1.ListenerEntry) string {
+	carried, known := protocolKinds(l.Protocol)
+	if !known || l.AllowedRoutes == nil || len(l.AllowedRoutes.Kinds) == 0 || len(routeKinds(l)) > 0 {
+		return ""
+	}
+	listed := make([]string, len(l.AllowedRoutes.Kinds))
+	for i, k := range l.AllowedRoutes.Kinds {
+		if k.Group != nil && *k.Group != gwv1.GroupName {
+			return "" // another group's kind is the implementation's to judge
+		}
+		listed[i] = string(k.Kind)
+	}
+	return fmt.Sprintf("allowedRoutes.kinds lists %s, which protocol %s cannot carry: list %s", strings.Join(listed, ", "), l.Protocol, oneOf(carried))
+}
+
 // protocolKinds returns the route kinds a core protocol carries, and false
 // for an implementation-specific protocol.
 func protocolKinds(p gwv1.ProtocolType) ([]string, bool) {

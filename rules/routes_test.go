@@ -353,6 +353,33 @@ func fromNS(from gwv1.FromNamespaces, matchLabels map[string]string) *gwv1.Allow
 	return &gwv1.AllowedRoutes{Namespaces: rn}
 }
 
+func TestRouteKindsProblem(t *testing.T) {
+	kinds := func(p gwv1.ProtocolType, ks ...gwv1.RouteGroupKind) gwv1.ListenerEntry {
+		return gwv1.ListenerEntry{Name: "l", Port: 443, Protocol: p, AllowedRoutes: &gwv1.AllowedRoutes{Kinds: ks}}
+	}
+	gw := func(k gwv1.Kind) gwv1.RouteGroupKind {
+		return gwv1.RouteGroupKind{Group: ptr.To(gwv1.Group(gwv1.GroupName)), Kind: k}
+	}
+	tests := map[string]struct {
+		l    gwv1.ListenerEntry
+		want string
+	}{
+		"no kinds: the protocol's":           {l: kinds(gwv1.TLSProtocolType)},
+		"one kind the protocol carries":      {l: kinds(gwv1.TLSProtocolType, gw("HTTPRoute"), gw("TLSRoute"))},
+		"none the protocol carries":          {l: kinds(gwv1.TLSProtocolType, gw("HTTPRoute")), want: "allowedRoutes.kinds lists HTTPRoute, which protocol TLS cannot carry: list TLSRoute"},
+		"group left to its default":          {l: kinds(gwv1.HTTPSProtocolType, gwv1.RouteGroupKind{Kind: "TCPRoute"}), want: "allowedRoutes.kinds lists TCPRoute, which protocol HTTPS cannot carry: list one of HTTPRoute, GRPCRoute"},
+		"another group's kind is not judged": {l: kinds(gwv1.TLSProtocolType, gw("HTTPRoute"), gwv1.RouteGroupKind{Group: ptr.To(gwv1.Group("traefik.io")), Kind: "IngressRouteTCP"})},
+		"an implementation's protocol":       {l: kinds("example.com/udp", gw("HTTPRoute"))},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := RouteKindsProblem(tc.l); got != tc.want {
+				t.Errorf("RouteKindsProblem = %q; want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestHostnameIntersects(t *testing.T) {
 	tests := map[string]struct {
 		a, b string

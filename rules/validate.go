@@ -149,6 +149,9 @@ func ListenerProblem(l gwv1.ListenerEntry) (gwv1.ListenerEntryConditionReason, s
 			return gwv1.ListenerEntryReasonInvalid, fmt.Sprintf("Hostname %q is invalid: %s", *l.Hostname, msg)
 		}
 	}
+	if msg := RouteKindsProblem(l); msg != "" {
+		return gwv1.ListenerEntryConditionReason(gwv1.ListenerReasonInvalidRouteKinds), msg
+	}
 	if l.TLS != nil {
 		for _, ref := range l.TLS.CertificateRefs {
 			if msg := CertificateKindProblem(ref); msg != "" {
