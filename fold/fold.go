@@ -191,7 +191,11 @@ func Fold(in Input) Result {
 			}
 		}
 		res.Outcomes = append(res.Outcomes, outcomes...)
-		res.Statuses[src.Ref()] = fragmentStatus(src, r.gw, r.since, outcomes)
+		st := fragmentStatus(src, r.gw, r.since, outcomes)
+		if r == p.sets && r.exists {
+			servedBeside(&st, src, in.Gateway, r.gw)
+		}
+		res.Statuses[src.Ref()] = st
 	}
 	res.Listeners = p.rooms[0].listeners
 	res.Siblings = p.siblings()

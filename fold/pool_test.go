@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
@@ -384,5 +385,53 @@ func TestListenerSetsWaitWhileTheirGatewayIsNotGatefolds(t *testing.T) {
 	}
 	if got := accepted(r, "shop", "frag"); got != "True/Accepted" {
 		t.Errorf("Fragment Accepted = %s, want True/Accepted", got)
+	}
+}
+
+// A ListenerSet on the Gateway of the ListenerSets is served only where that
+// Gateway is: not programmed, or at another address than its parent, the
+// ListenerSet is not Programmed, and says why.
+func TestListenerSetsAreNotProgrammedWhereTheirGatewayIsNot(t *testing.T) {
+	addresses := func(values ...string) []gwv1.GatewayStatusAddress {
+		var out []gwv1.GatewayStatusAddress
+		for _, v := range values {
+			out = append(out, gwv1.GatewayStatusAddress{Type: ptr.To(gwv1.IPAddressType), Value: v})
+		}
+		return out
+	}
+	tests := map[string]struct {
+		parent, sets []gwv1.GatewayStatusAddress
+		programmed   *metav1.Condition
+		want         string // Programmed status/reason: message
+	}{
+		"one address":                      {parent: addresses("10.0.0.1"), sets: addresses("10.0.0.1"), want: "Unknown/Pending"},
+		"no address yet":                   {parent: addresses("10.0.0.1"), want: "Unknown/Pending"},
+		"addresses both, in another order": {parent: addresses("10.0.0.1", "fd00::1"), sets: addresses("fd00::1", "10.0.0.1"), want: "Unknown/Pending"},
+		"another address": {parent: addresses("10.0.0.1"), sets: addresses("10.0.0.2"),
+			want: "False/AddressNotUsable: Gateway infra/shared-listenersets, which carries this ListenerSet, is at 10.0.0.2, Gateway infra/shared at 10.0.0.1: its class must give both one address"},
+		"not programmed": {programmed: &metav1.Condition{Type: "Programmed", Status: metav1.ConditionFalse, Reason: "AddressNotAssigned", Message: "no address free", ObservedGeneration: 1},
+			want: "False/AddressNotAssigned: Gateway infra/shared-listenersets, which carries this ListenerSet, is not programmed: no address free"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			set := listenerSet("shop", "set", 0, entry("web", 443, gwv1.HTTPSProtocolType, "set.example.com"))
+			in := Input{Gateway: gateway(gwv1.NamespacesFromAll, own("http", 80, gwv1.HTTPProtocolType, "")), Managed: sets.New[gwv1.SectionName](),
+				ListenerSetGateway: setGateway(set), Sources: []rules.Source{set}}
+			in.Gateway.Status.Addresses = tc.parent
+			gw := in.ListenerSetGateway.Gateway
+			gw.Generation, gw.Status.Addresses = 1, tc.sets
+			if tc.programmed != nil {
+				gw.Status.Conditions = []metav1.Condition{*tc.programmed}
+			}
+			r := Fold(in)
+			c := meta.FindStatusCondition(r.Statuses[set.Ref()].Conditions, "Programmed")
+			got := string(c.Status) + "/" + c.Reason
+			if c.Status == metav1.ConditionFalse {
+				got += ": " + c.Message
+			}
+			if got != tc.want {
+				t.Errorf("Programmed = %s, want %s", got, tc.want)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package fold
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 
@@ -218,4 +219,37 @@ func fragmentStatus(src *rules.Source, gw *gwv1.Gateway, since map[gwv1.SectionN
 		}
 	}
 	return st
+}
+
+// notServedBeside says why the Gateway of the ListenerSets, sets, as read,
+// does not serve them as parent is served: its implementation reports it
+// not programmed, or gives it other addresses than parent's (the class must
+// serve one address for all). "" while neither is known.
+func notServedBeside(parent, sets *gwv1.Gateway) (gwv1.GatewayConditionReason, string) {
+	if c := meta.FindStatusCondition(sets.Status.Conditions, string(gwv1.GatewayConditionProgrammed)); c != nil &&
+		c.Status == metav1.ConditionFalse && c.ObservedGeneration == sets.Generation {
+		return gwv1.GatewayConditionReason(c.Reason), fmt.Sprintf("Gateway %s, which carries this ListenerSet, is not programmed: %s", gatewayKey(sets), c.Message)
+	}
+	at := func(gw *gwv1.Gateway) []string {
+		var out []string
+		for _, a := range gw.Status.Addresses {
+			out = append(out, a.Value)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if p, s := at(parent), at(sets); len(p) > 0 && len(s) > 0 && !slices.Equal(p, s) {
+		return gwv1.GatewayReasonAddressNotUsable, fmt.Sprintf("Gateway %s, which carries this ListenerSet, is at %s, Gateway %s at %s: its class must give both one address",
+			gatewayKey(sets), strings.Join(s, ","), gatewayKey(parent), strings.Join(p, ","))
+	}
+	return "", ""
+}
+
+// servedBeside sets st's Programmed to False when the Gateway of the
+// ListenerSets that carries the ListenerSet of st does not serve it as its
+// parent is served (notServedBeside).
+func servedBeside(st *v1alpha1.ListenerFragmentStatus, src *rules.Source, parent, sets *gwv1.Gateway) {
+	if reason, msg := notServedBeside(parent, sets); msg != "" && meta.IsStatusConditionTrue(st.Conditions, string(v1alpha1.FragmentConditionAccepted)) {
+		st.Conditions = replaceCondition(st.Conditions, condition(v1alpha1.FragmentConditionProgrammed, metav1.ConditionFalse, reason, src.Generation, msg))
+	}
 }
