@@ -5,7 +5,8 @@
 # (docs/operations.md, "Uninstall"). KUBECTL names the kubectl (default
 # kubectl); it acts on the current context of your kubeconfig.
 #
-# - the derived routes, which their user routes own, so they outlive gatefold;
+# - the derived routes (named gf-… and controlled by a route), which their
+#   user routes own, so they outlive gatefold;
 # - the Gateways gatefold created beside a Gateway, for its pool or its
 #   ListenerSets, which that Gateway owns: labelled gatefold.dev/pool-head and
 #   controlled by a Gateway, never a Gateway that only carries the label;
@@ -29,8 +30,17 @@ if [ -z "$served" ]; then
 	exit 0
 fi
 
+# A derived route is named gf-… and controlled by a route (of its kind): a
+# user's copy that kept the labels is not one.
+derived='{{range .items}}{{$r := .}}{{range .metadata.ownerReferences}}{{if .controller}}'\
+'{{$r.metadata.namespace}} {{$r.metadata.name}} {{.kind}} {{$r.kind}}{{"\n"}}{{end}}{{end}}{{end}}'
 for r in $(grep -E '^[a-z]+routes\.' <<<"$served"); do
-	"$kubectl" delete "$r" -A -l gatefold.dev/derived=true,app.kubernetes.io/managed-by=gatefold --ignore-not-found
+	"$kubectl" get "$r" -A -l gatefold.dev/derived=true,app.kubernetes.io/managed-by=gatefold -o go-template="$derived" |
+		while read -r ns name owner kind; do
+			if [[ $name == gf-* && $owner == "$kind" ]]; then
+				"$kubectl" delete "$r" -n "$ns" "$name" --ignore-not-found
+			fi
+		done
 done
 
 controlled='{{range .items}}{{$gw := .}}{{range .metadata.ownerReferences}}{{if and .controller (eq .kind "Gateway")}}'\

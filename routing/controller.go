@@ -62,8 +62,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("reading %s %s: %w", r.GVK.Kind, req.NamespacedName, err)
-	case route.GetLabels()[v1alpha1.DerivedLabel] == "true" || !route.GetDeletionTimestamp().IsZero():
+	case derivedFrom(route) != "" || !route.GetDeletionTimestamp().IsZero():
 		return ctrl.Result{}, nil // no user's route; a deleted route's derived routes go with it
+	}
+	if idle, err := r.idle(ctx, route); err != nil || idle {
+		return ctrl.Result{}, err
 	}
 	verdicts, err := r.judge(ctx, route)
 	if err != nil {
@@ -77,16 +80,35 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return r.result(err)
 	}
+	if len(derived.taken) > 0 {
+		// Looked at again with the error backoff, until the name is free.
+		return ctrl.Result{}, fmt.Errorf("%d derived route names of %s %s are taken by other objects", len(derived.taken), r.GVK.Kind, req.NamespacedName)
+	}
 	return ctrl.Result{RequeueAfter: soonest(r.Resync, wait)}, nil
 }
 
+// idle says whether gatefold has nothing to do for route, now or on a
+// resync: it names no source, carries no entry for one and has no derived
+// route. An event brings it back when one of those changes.
+func (r *Reconciler) idle(ctx context.Context, route *unstructured.Unstructured) (bool, error) {
+	if len(parentSources(route)) > 0 || hasSourceEntry(route) {
+		return false, nil
+	}
+	derived, err := r.listDerived(ctx, client.ObjectKeyFromObject(route), route.GetUID())
+	if err != nil || len(derived) > 0 {
+		return false, err
+	}
+	r.written.forget(client.ObjectKeyFromObject(route))
+	return true, nil
+}
+
 // result turns a write's error into a result: a fenced write or a
-// conflict is looked at again soon.
+// conflict is looked at again soon; other errors with the error backoff.
 func (r *Reconciler) result(err error) (ctrl.Result, error) {
 	switch {
 	case errors.Is(err, errFenced):
 		return ctrl.Result{RequeueAfter: fenceRetry}, nil
-	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), apierrors.IsNotFound(err):
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	return ctrl.Result{}, err
@@ -133,14 +155,20 @@ type routeSpec struct {
 
 func specOf(u *unstructured.Unstructured) (routeSpec, error) {
 	var spec routeSpec
-	m, _, err := unstructured.NestedMap(u.Object, "spec")
+	err := decode(u, "spec", &spec)
+	return spec, err
+}
+
+// decode converts u's field into out.
+func decode(u *unstructured.Unstructured, field string, out any) error {
+	m, _, err := unstructured.NestedMap(u.Object, field)
+	if err == nil {
+		err = runtime.DefaultUnstructuredConverter.FromUnstructured(m, out)
+	}
 	if err != nil {
-		return spec, fmt.Errorf("reading the spec of %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(u), err)
+		return fmt.Errorf("reading the %s of %s %s: %w", field, u.GetKind(), client.ObjectKeyFromObject(u), err)
 	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &spec); err != nil {
-		return spec, fmt.Errorf("reading the spec of %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(u), err)
-	}
-	return spec, nil
+	return nil
 }
 
 // verdict is gatefold's judgement of one parentRef that names a source

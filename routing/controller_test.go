@@ -3,9 +3,14 @@ package routing
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,8 +30,9 @@ import (
 )
 
 // cluster is a route by fragment parentRef whose fragment is folded into
-// Gateway infra/shared, in a fake API server.
-func cluster(t *testing.T) client.Client {
+// Gateway infra/shared, in a fake API server; the route's status.parents
+// has entries.
+func cluster(t *testing.T, entries ...gwv1.RouteParentStatus) client.Client {
 	t.Helper()
 	gc := fixture.GatewayClass(string(impl))
 	gc.Name = "example"
@@ -36,6 +42,7 @@ func cluster(t *testing.T) client.Client {
 	typed := &gwv1.HTTPRoute{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "route-uid", Generation: 1},
 		Spec:       gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{fragment}}},
+		Status:     gwv1.HTTPRouteStatus{RouteStatus: gwv1.RouteStatus{Parents: entries}},
 	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(typed)
 	if err != nil {
@@ -44,7 +51,8 @@ func cluster(t *testing.T) client.Client {
 	route := &unstructured.Unstructured{Object: m}
 	route.SetGroupVersionKind(httpRoute)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}
-	return fake.NewClientBuilder().WithScheme(withoutRoutes(t)).WithObjects(gc, gateway, lf, route, ns).WithStatusSubresource(route).Build()
+	return fake.NewClientBuilder().WithScheme(withoutRoutes(t)).WithObjects(gc, gateway, lf, route, ns).WithStatusSubresource(route).
+		WithIndex(route, derivedOwnerIndex, derivedOwner).Build()
 }
 
 // withoutRoutes is a scheme without Gateway API route types: the fake
@@ -73,7 +81,6 @@ func reconciler(c client.Client, fence func() error) *Reconciler {
 func TestFencedReplicaWritesNothing(t *testing.T) {
 	c := cluster(t)
 	ctx := context.Background()
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "web"}}
 	res, err := reconciler(c, func() error { return errors.New("lease lost") }).Reconcile(ctx, req)
 	if err != nil || res.RequeueAfter != fenceRetry {
 		t.Fatalf("fenced Reconcile = %+v, %v; want a retry after %v", res, err, fenceRetry)
@@ -114,5 +121,186 @@ func TestFencedReplicaWritesNothing(t *testing.T) {
 	}
 	if len(user) != 1 || len(entries) != 1 || entries[0].ControllerName != impl {
 		t.Errorf("the replica that leads wrote no entry of %s: %+v", impl, entries)
+	}
+}
+
+var req = ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "web"}}
+
+// routes returns the routes of the fake API server by name.
+func routes(t *testing.T, c client.Client) map[string]*unstructured.Unstructured {
+	t.Helper()
+	list := reconciler(c, nil).newRouteList()
+	if err := c.List(context.Background(), list); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*unstructured.Unstructured{}
+	for i := range list.Items {
+		out[list.Items[i].GetName()] = &list.Items[i]
+	}
+	return out
+}
+
+// served reconciles the route of cluster once, and returns its derived
+// route.
+func served(t *testing.T, c client.Client) *unstructured.Unstructured {
+	t.Helper()
+	if _, err := reconciler(c, nil).Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range routes(t, c) {
+		if name != "web" {
+			return r
+		}
+	}
+	t.Fatal("no derived route")
+	return nil
+}
+
+// A derived route that lost its labels is adopted; an object of its name
+// that the route does not control is left alone, and the route says so.
+func TestDerivedRouteNameHeldByAnother(t *testing.T) {
+	tests := map[string]struct {
+		edit  func(d *unstructured.Unstructured)
+		taken bool
+	}{
+		"its labels removed":  {edit: func(d *unstructured.Unstructured) { d.SetLabels(nil) }},
+		"not the route's own": {edit: func(d *unstructured.Unstructured) { d.SetOwnerReferences(nil) }, taken: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := cluster(t)
+			ctx := context.Background()
+			d := served(t, c)
+			tc.edit(d)
+			if err := c.Update(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			rec := events.NewFakeRecorder(10)
+			r := reconciler(c, nil)
+			r.Recorder = rec
+			res, err := r.Reconcile(ctx, req)
+			got := routes(t, c)[d.GetName()]
+			if !tc.taken {
+				if err != nil || got.GetLabels()[v1alpha1.DerivedLabel] != "true" {
+					t.Fatalf("Reconcile = %+v, %v; derived route labels %v, want them put back", res, err, got.GetLabels())
+				}
+				return
+			}
+			if err == nil || res.RequeueAfter != 0 {
+				t.Errorf("Reconcile = %+v, %v; want an error, for the error backoff", res, err)
+			}
+			if metav1.GetControllerOf(got) != nil || got.GetResourceVersion() != d.GetResourceVersion() {
+				t.Errorf("the object holding the name was written: ownerReferences %+v", got.GetOwnerReferences())
+			}
+			entries, err := statusOf(routes(t, c)["web"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) != 1 || !strings.Contains(meta.FindStatusCondition(entries[0].Conditions, string(gwv1.RouteConditionAccepted)).Message, d.GetName()) {
+				t.Errorf("entries %+v, want one whose Accepted names %s", entries, d.GetName())
+			}
+			if e := <-rec.Events; !strings.Contains(e, reasonNameTaken) {
+				t.Errorf("event %q, want a Warning %s", e, reasonNameTaken)
+			}
+		})
+	}
+}
+
+// A user's route carrying a derived route's labels is the user's: gatefold
+// neither deletes nor writes it.
+func TestUsersCopyOfDerivedRouteIsLeftAlone(t *testing.T) {
+	for _, name := range []string{"copy", derivedPrefix + "copy"} {
+		t.Run(name, func(t *testing.T) {
+			c := cluster(t)
+			ctx := context.Background()
+			cp := served(t, c).DeepCopy()
+			cp.SetName(name)
+			cp.SetResourceVersion("")
+			cp.SetOwnerReferences(nil)
+			if err := c.Create(ctx, cp); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := reconciler(c, nil).Reconcile(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := routes(t, c)[name]; !ok || got.GetResourceVersion() != cp.GetResourceVersion() {
+				t.Errorf("the user's route %s was deleted or written", name)
+			}
+		})
+	}
+}
+
+// Entries for a fragment parentRef that another controller wrote stay; an
+// acceptance through a ListenerSet under the controllerName of a class
+// whose ListenerSets gatefold no longer folds was gatefold's, and goes.
+func TestStaleEntriesOfAnotherController(t *testing.T) {
+	at := func(ref gwv1.ParentReference, controller gwv1.GatewayController, status metav1.ConditionStatus) gwv1.RouteParentStatus {
+		return gwv1.RouteParentStatus{ParentRef: ref, ControllerName: controller, Conditions: []metav1.Condition{{Type: string(gwv1.RouteConditionAccepted),
+			Status: status, Reason: "R", ObservedGeneration: 1, LastTransitionTime: metav1.Now()}}}
+	}
+	set := gwv1.ParentReference{Kind: ptr.To(gwv1.Kind("ListenerSet")), Name: "ls"}
+	tests := map[string]struct {
+		entry gwv1.RouteParentStatus
+		kept  bool
+	}{
+		"another controller's entry for the fragment":            {entry: at(fragment, "example.com/other", metav1.ConditionFalse), kept: true},
+		"an acceptance through a ListenerSet no longer folded":   {entry: at(set, impl, metav1.ConditionTrue)},
+		"a refusal through a ListenerSet, by its implementation": {entry: at(set, impl, metav1.ConditionFalse), kept: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := cluster(t, tc.entry)
+			if _, err := reconciler(c, nil).Reconcile(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			entries, err := statusOf(routes(t, c)["web"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := slices.ContainsFunc(entries, func(p gwv1.RouteParentStatus) bool {
+				return p.ControllerName == tc.entry.ControllerName && reflect.DeepEqual(p.ParentRef, tc.entry.ParentRef)
+			})
+			if kept != tc.kept || !slices.ContainsFunc(entries, func(p gwv1.RouteParentStatus) bool {
+				return p.ControllerName == impl && reflect.DeepEqual(p.ParentRef, fragment)
+			}) {
+				t.Errorf("entries %+v: the stored one kept %v, want %v, and gatefold's for the fragment", entries, kept, tc.kept)
+			}
+		})
+	}
+}
+
+// A derived route names its listener alone: spec.useDefaultGateways would
+// attach it to the default Gateways too.
+func TestDerivedRouteTakesNoDefaultGateways(t *testing.T) {
+	r := reconciler(nil, nil)
+	route := r.newRoute()
+	route.SetNamespace("shop")
+	route.SetName("web")
+	route.Object["spec"] = map[string]any{"useDefaultGateways": "All", "hostnames": []any{"a.example.com"}}
+	d, err := r.derivedRoute(route, sectionOf(landing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.Object["spec"].(map[string]any)["useDefaultGateways"]; ok {
+		t.Errorf("derived spec %v keeps useDefaultGateways", d.Object["spec"])
+	}
+}
+
+// A route that names no source, carries no entry for one and has no
+// derived route is not looked at again on a resync.
+func TestRouteNamingNoSourceIsNotRequeued(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	route := routes(t, c)["web"]
+	if err := unstructured.SetNestedSlice(route.Object, []any{map[string]any{"name": "shared"}}, "spec", "parentRefs"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Update(ctx, route); err != nil {
+		t.Fatal(err)
+	}
+	r := reconciler(c, nil)
+	r.Resync = time.Minute
+	if res, err := r.Reconcile(ctx, req); err != nil || res != (ctrl.Result{}) {
+		t.Errorf("Reconcile = %+v, %v; want no requeue", res, err)
 	}
 }

@@ -2,12 +2,14 @@ package routing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -87,31 +89,50 @@ func (r *Reconciler) derivedRoute(route *unstructured.Unstructured, s section) (
 		return nil, fmt.Errorf("building a parentRef: %w", err)
 	}
 	spec["parentRefs"] = []any{m}
+	// The derived route attaches to its listener alone, never also to the
+	// Gateways that take routes by default.
+	delete(spec, "useDefaultGateways")
 	d.Object["spec"] = spec
 	return d, nil
 }
 
+// derived is what syncDerived found and made: the derived routes of a user
+// route as stored, by the Gateway listener each names, and the names
+// another object holds of those it could not make.
+type derived struct {
+	routes map[section]*unstructured.Unstructured
+	taken  map[section]string
+}
+
 // syncDerived makes the derived routes of the user route key what the
 // verdicts want: it creates the missing, puts back edited ones and deletes
-// the unwanted; route nil deletes them all. It returns the derived routes
-// as stored, by the Gateway listener each names.
-func (r *Reconciler) syncDerived(ctx context.Context, key types.NamespacedName, route *unstructured.Unstructured, verdicts []verdict) (map[section]*unstructured.Unstructured, error) {
-	existing, err := r.listDerived(ctx, key)
-	if err != nil {
-		return nil, err
+// the unwanted; route nil deletes them all.
+func (r *Reconciler) syncDerived(ctx context.Context, key types.NamespacedName, route *unstructured.Unstructured, verdicts []verdict) (derived, error) {
+	out := derived{routes: map[section]*unstructured.Unstructured{}, taken: map[section]string{}}
+	var uid types.UID
+	if route != nil {
+		uid = route.GetUID()
 	}
-	out := map[section]*unstructured.Unstructured{}
+	existing, err := r.listDerived(ctx, key, uid)
+	if err != nil {
+		return out, err
+	}
 	if route != nil {
 		for s := range wantedSections(verdicts) {
 			want, err := r.derivedRoute(route, s)
 			if err != nil {
-				return nil, err
-			}
-			got, err := r.writeDerived(ctx, route, want, existing[want.GetName()])
-			if err != nil {
 				return out, err
 			}
-			out[s] = got
+			got, err := r.writeDerived(ctx, route, want, existing[want.GetName()])
+			var taken *nameTakenError
+			switch {
+			case errors.As(err, &taken):
+				out.taken[s] = want.GetName()
+			case err != nil:
+				return out, err
+			default:
+				out.routes[s] = got
+			}
 			delete(existing, want.GetName())
 		}
 	}
@@ -123,37 +144,47 @@ func (r *Reconciler) syncDerived(ctx context.Context, key types.NamespacedName, 
 	return out, nil
 }
 
-// listDerived lists the derived routes of the user route key, by name.
-func (r *Reconciler) listDerived(ctx context.Context, key types.NamespacedName) (map[string]*unstructured.Unstructured, error) {
+// listDerived lists the derived routes of the user route key, by name:
+// those it controls, of its UID unless uid is "".
+func (r *Reconciler) listDerived(ctx context.Context, key types.NamespacedName, uid types.UID) (map[string]*unstructured.Unstructured, error) {
 	list := r.newRouteList()
-	if err := r.Client.List(ctx, list, client.InNamespace(key.Namespace),
-		client.MatchingLabels{v1alpha1.DerivedLabel: "true", v1alpha1.DerivedFromLabel: routeHash(r.GVK.Kind, key)}); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingFields{derivedOwnerIndex: key.Name}); err != nil {
 		return nil, fmt.Errorf("listing the routes derived from %s %s: %w", r.GVK.Kind, key, err)
 	}
 	out := map[string]*unstructured.Unstructured{}
 	for i := range list.Items {
-		out[list.Items[i].GetName()] = &list.Items[i]
+		if d := &list.Items[i]; uid == "" || controlledBy(d, uid) {
+			out[d.GetName()] = d
+		}
 	}
 	return out, nil
 }
 
+// controlledBy says whether o's controller has uid.
+func controlledBy(o metav1.Object, uid types.UID) bool {
+	ref := metav1.GetControllerOfNoCopy(o)
+	return ref != nil && ref.UID == uid
+}
+
+// nameTakenError is a derived route's name held by an object gatefold did
+// not make for the route.
+type nameTakenError struct{ name string }
+
+func (e *nameTakenError) Error() string { return "the name " + e.name + " is taken" }
+
 // writeDerived creates want, or updates got to want when they differ,
 // fenced by got's resourceVersion; labels and annotations others added
-// stay.
+// stay. A route of want's name that route controls is adopted; one it does
+// not control is left alone, reported on route as a *nameTakenError.
 func (r *Reconciler) writeDerived(ctx context.Context, route, want, got *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	if got == nil {
-		if err := r.fenced(); err != nil {
+		err := r.createDerived(ctx, route, want)
+		if !apierrors.IsAlreadyExists(err) {
+			return want, err
+		}
+		if got, err = r.holder(ctx, route, want); err != nil {
 			return nil, err
 		}
-		if err := r.Client.Create(ctx, want); err != nil {
-			derivedWrites.WithLabelValues("create", resultOf(err)).Inc()
-			return nil, fmt.Errorf("creating %s %s: %w", r.GVK.Kind, klog.KObj(want), err)
-		}
-		derivedWrites.WithLabelValues("create", resultWritten).Inc()
-		log.FromContext(ctx).Info("Created a derived route", "route", klog.KObj(route), "derived", klog.KObj(want))
-		r.Recorder.Eventf(route, nil, corev1.EventTypeNormal, "Derived", "CreateDerivedRoute",
-			"Served through %s %s, which gatefold keeps; edits of it are reverted", r.GVK.Kind, want.GetName())
-		return want, nil
 	}
 	next := got.DeepCopy()
 	labels, annotations := next.GetLabels(), next.GetAnnotations()
@@ -182,6 +213,42 @@ func (r *Reconciler) writeDerived(ctx context.Context, route, want, got *unstruc
 	derivedWrites.WithLabelValues("update", resultWritten).Inc()
 	log.FromContext(ctx).Info("Put back a derived route", "route", klog.KObj(route), "derived", klog.KObj(next))
 	return next, nil
+}
+
+// createDerived creates want, derived from route, fenced.
+func (r *Reconciler) createDerived(ctx context.Context, route, want *unstructured.Unstructured) error {
+	if err := r.fenced(); err != nil {
+		return err
+	}
+	if err := r.Client.Create(ctx, want); err != nil {
+		derivedWrites.WithLabelValues("create", resultOf(err)).Inc()
+		return fmt.Errorf("creating %s %s: %w", r.GVK.Kind, klog.KObj(want), err)
+	}
+	derivedWrites.WithLabelValues("create", resultWritten).Inc()
+	log.FromContext(ctx).Info("Created a derived route", "route", klog.KObj(route), "derived", klog.KObj(want))
+	r.Recorder.Eventf(route, nil, corev1.EventTypeNormal, "Derived", "CreateDerivedRoute",
+		"Served through %s %s, which gatefold keeps; edits of it are reverted", r.GVK.Kind, want.GetName())
+	return nil
+}
+
+// holder reads the object that holds want's name: it is returned when
+// route controls it, to be adopted; else a *nameTakenError, which a
+// Warning event on route reports.
+func (r *Reconciler) holder(ctx context.Context, route, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	got := r.newRoute()
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+		return nil, fmt.Errorf("reading %s %s, whose name is taken: %w", r.GVK.Kind, klog.KObj(want), err)
+	}
+	if controlledBy(got, route.GetUID()) {
+		log.FromContext(ctx).Info("Adopting a derived route", "route", klog.KObj(route), "derived", klog.KObj(got))
+		return got, nil
+	}
+	log.FromContext(ctx).Info("The name of a derived route is taken", "route", klog.KObj(route), "holder", klog.KObj(got))
+	if r.fenced() == nil {
+		r.Recorder.Eventf(route, nil, corev1.EventTypeWarning, reasonNameTaken, "CreateDerivedRoute",
+			"%s %s here is not one gatefold made for this route: delete or rename it, and gatefold serves the route", r.GVK.Kind, want.GetName())
+	}
+	return nil, &nameTakenError{name: want.GetName()}
 }
 
 // deleteDerived deletes a derived route no longer wanted, fenced by its

@@ -34,6 +34,10 @@ var (
 		Name: "gatefold_routing_route_status_writes_total",
 		Help: "Writes of user routes' status.parents entries, by result: written, unchanged (not sent), deferred (not sent yet: another writer replaced them; written again after a backoff), conflict or error",
 	}, []string{"result"})
+	parentsDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gatefold_routing_route_parents_dropped_total",
+		Help: "Status entries gatefold left off user routes because status.parents holds at most 32",
+	})
 	statusOverwritten = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "gatefold_route_status_overwritten_total",
 		Help: "Times gatefold found the status.parents entries it wrote on a user route replaced by another writer",
@@ -41,5 +45,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(derivedWrites, statusWrites, statusOverwritten)
+	metrics.Registry.MustRegister(derivedWrites, statusWrites, statusOverwritten, parentsDropped)
 }

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -78,6 +80,18 @@ func sourceKey(ref rules.SourceRef) string {
 	return ref.Kind + "/" + ref.Namespace + "/" + ref.Name
 }
 
+// derivedOwnerIndex indexes derived routes by the name of the user route,
+// of their kind and namespace, that controls them.
+const derivedOwnerIndex = "gatefold.dev/derived-owner"
+
+// derivedOwner is the derivedOwnerIndex of a route.
+func derivedOwner(o client.Object) []string {
+	if owner := derivedFrom(o); owner != "" {
+		return []string{owner}
+	}
+	return nil
+}
+
 // parentSources is the parentSourceIndex of a route.
 func parentSources(o client.Object) []string {
 	spec, err := specOf(o.(*unstructured.Unstructured))
@@ -127,11 +141,14 @@ func setupKind(ctx context.Context, mgr ctrl.Manager, gvk schema.GroupVersionKin
 	if err := mgr.GetFieldIndexer().IndexField(ctx, r.newRoute(), parentSourceIndex, parentSources); err != nil {
 		return fmt.Errorf("indexing %ss by parent source: %w", gvk.Kind, err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, r.newRoute(), derivedOwnerIndex, derivedOwner); err != nil {
+		return fmt.Errorf("indexing derived %ss by the route that controls them: %w", gvk.Kind, err)
+	}
 	// Only spec changes of sources and Gateways move listeners; a route's
 	// status changes matter, since another writer may replace an entry.
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("routing-"+strings.ToLower(gvk.Kind)).
-		Watches(r.newRoute(), handler.EnqueueRequestsFromMapFunc(userRouteOf)).
+		Watches(r.newRoute(), handler.EnqueueRequestsFromMapFunc(userRouteOf), builder.WithPredicates(routeChanged)).
 		Watches(&v1alpha1.ListenerFragment{}, handler.EnqueueRequestsFromMapFunc(r.routesOfSource),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&gwv1.Gateway{}, handler.EnqueueRequestsFromMapFunc(r.routesOfGateway),
@@ -151,25 +168,39 @@ func setupKind(ctx context.Context, mgr ctrl.Manager, gvk schema.GroupVersionKin
 	return b.Complete(r)
 }
 
+// routeChanged passes a route's creation and deletion, and an update of a
+// route that matters to gatefold: a derived route, or a route that names a
+// source or carries an entry for one, before or after. Other routes'
+// updates, an implementation's status writes included, queue nothing.
+var routeChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool { return concerns(e.ObjectOld) || concerns(e.ObjectNew) },
+}
+
+// concerns says whether gatefold serves route o or made it.
+func concerns(o client.Object) bool {
+	u, ok := o.(*unstructured.Unstructured)
+	return ok && (derivedFrom(u) != "" || len(parentSources(u)) > 0 || hasSourceEntry(u))
+}
+
 // userRouteOf maps a user route to itself, and a derived route to the user
 // route that controls it.
 func userRouteOf(_ context.Context, o client.Object) []reconcile.Request {
-	if o.GetLabels()[v1alpha1.DerivedLabel] != "true" {
-		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
-	}
-	if owner := controllingRoute(o); owner != "" {
+	if owner := derivedFrom(o); owner != "" {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: owner}}}
 	}
-	return nil
+	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 }
 
-// controllingRoute is the name of the route of o's kind that controls o, or "".
-func controllingRoute(o client.Object) string {
+// derivedFrom is the name of the user route o was derived from: the route
+// of o's kind that controls o, when o's name is a derived route's; else "".
+// Labels do not make a derived route: a user's copy keeps them.
+func derivedFrom(o client.Object) string {
+	if !strings.HasPrefix(o.GetName(), derivedPrefix) {
+		return ""
+	}
 	kind := o.GetObjectKind().GroupVersionKind().Kind
-	for _, ref := range o.GetOwnerReferences() {
-		if ref.Controller != nil && *ref.Controller && ref.Kind == kind {
-			return ref.Name
-		}
+	if ref := metav1.GetControllerOfNoCopy(o); ref != nil && ref.Kind == kind {
+		return ref.Name
 	}
 	return ""
 }

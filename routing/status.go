@@ -28,7 +28,16 @@ const (
 	// reasonPending: the implementation has not judged the derived routes
 	// at the user route's generation yet.
 	reasonPending = string(gwv1.RouteReasonPending)
+	// reasonWaiting, of ResolvedRefs Unknown, says the same: upstream
+	// defines Pending for Accepted alone.
+	reasonWaiting = "WaitingForImplementation"
+	// reasonNameTaken: an object gatefold did not make for the route holds
+	// the name of a derived route it needs.
+	reasonNameTaken = "DerivedRouteNameTaken"
 )
+
+// maxParents is how many status.parents entries a route may have.
+const maxParents = 32
 
 // routeStatus is what every route kind's status has.
 type routeStatus struct {
@@ -37,20 +46,25 @@ type routeStatus struct {
 
 func statusOf(u *unstructured.Unstructured) ([]gwv1.RouteParentStatus, error) {
 	var st routeStatus
-	m, _, err := unstructured.NestedMap(u.Object, "status")
-	if err != nil {
-		return nil, fmt.Errorf("reading the status of %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(u), err)
-	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &st); err != nil {
-		return nil, fmt.Errorf("reading the status of %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(u), err)
-	}
-	return st.Parents, nil
+	err := decode(u, "status", &st)
+	return st.Parents, err
 }
 
-// conditions returns the Accepted and ResolvedRefs conditions of the user
-// route for v, at generation gen: gatefold's refusal, else what the
-// implementation said of the derived routes' sections of v.
-func conditions(v verdict, gen int64, derived map[section]*unstructured.Unstructured) []metav1.Condition {
+// hasSourceEntry says whether route's status.parents has an entry for a
+// parentRef that names a ListenerFragment or a ListenerSet.
+func hasSourceEntry(route *unstructured.Unstructured) bool {
+	parents, err := statusOf(route)
+	return err == nil && slices.ContainsFunc(parents, func(p gwv1.RouteParentStatus) bool {
+		_, ok := rules.RouteParent(route.GetNamespace(), p.ParentRef)
+		return ok
+	})
+}
+
+// conditions returns the conditions of the user route for v, at
+// generation gen: gatefold's refusal, else what the implementation said of
+// the derived routes' sections of v: Accepted when any section is,
+// ResolvedRefs the worst, other types as the first section reporting them.
+func conditions(v verdict, gen int64, derived derived) []metav1.Condition {
 	accepted := metav1.Condition{Type: string(gwv1.RouteConditionAccepted), ObservedGeneration: gen}
 	if !v.att.Accepted() {
 		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(v.att.Reason), v.att.Message
@@ -59,17 +73,34 @@ func conditions(v verdict, gen int64, derived map[section]*unstructured.Unstruct
 		}
 		return []metav1.Condition{accepted}
 	}
-	var acc, refs []metav1.Condition
+	var acc, refs, others []metav1.Condition
 	for _, l := range v.att.Landings {
-		a, rr, ok := reported(derived[sectionOf(l)], l, v.controller, gen)
+		if name, ok := derived.taken[sectionOf(l)]; ok {
+			acc = append(acc, metav1.Condition{Status: metav1.ConditionFalse, Reason: reasonNameTaken,
+				Message: fmt.Sprintf("Route %s in this namespace is not gatefold's: delete or rename it, and gatefold serves this route", name)})
+			refs = append(refs, metav1.Condition{Status: metav1.ConditionUnknown, Reason: reasonWaiting, Message: "Not judged: the route is not served yet"})
+			continue
+		}
+		conds, ok := reported(derived.routes[sectionOf(l)], l, v.controller, gen)
 		if !ok {
 			pending := metav1.Condition{Status: metav1.ConditionUnknown, Reason: reasonPending, ObservedGeneration: gen,
 				Message: "Waiting for the implementation to judge the route on the listeners it landed on"}
 			accepted.Status, accepted.Reason, accepted.Message = pending.Status, pending.Reason, pending.Message
-			pending.Type = string(gwv1.RouteConditionResolvedRefs)
+			pending.Type, pending.Reason = string(gwv1.RouteConditionResolvedRefs), reasonWaiting
 			return []metav1.Condition{accepted, pending}
 		}
-		acc, refs = append(acc, a), append(refs, rr)
+		for _, c := range conds {
+			switch c.Type {
+			case string(gwv1.RouteConditionAccepted):
+				acc = append(acc, c)
+			case string(gwv1.RouteConditionResolvedRefs):
+				refs = append(refs, c)
+			default:
+				if meta.FindStatusCondition(others, c.Type) == nil {
+					others = append(others, c)
+				}
+			}
+		}
 	}
 	best := acc[0]
 	for _, c := range acc {
@@ -86,24 +117,35 @@ func conditions(v verdict, gen int64, derived map[section]*unstructured.Unstruct
 	}
 	accepted.Status, accepted.Reason, accepted.Message = best.Status, best.Reason, best.Message
 	resolved := metav1.Condition{Type: string(gwv1.RouteConditionResolvedRefs), Status: worst.Status, Reason: worst.Reason, Message: worst.Message, ObservedGeneration: gen}
-	return []metav1.Condition{accepted, resolved}
+	out := []metav1.Condition{accepted, resolved}
+	for _, c := range others {
+		out = append(out, metav1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message, ObservedGeneration: gen})
+	}
+	return out
 }
 
 // rank orders condition statuses from worst to best.
 func rank(s metav1.ConditionStatus) int {
-	return map[metav1.ConditionStatus]int{metav1.ConditionFalse: 0, metav1.ConditionUnknown: 1, metav1.ConditionTrue: 2}[s]
+	switch s {
+	case metav1.ConditionFalse:
+		return 0
+	case metav1.ConditionUnknown:
+		return 1
+	}
+	return 2
 }
 
-// reported returns the implementation controller's Accepted and
-// ResolvedRefs of the derived route d on landing l, and false until it
-// judged d at its generation, copied from the user route's generation gen.
-func reported(d *unstructured.Unstructured, l rules.Landing, controller gwv1.GatewayController, gen int64) (accepted, resolved metav1.Condition, ok bool) {
+// reported returns the implementation controller's conditions of the
+// derived route d on landing l, Accepted and ResolvedRefs always, and false
+// until it judged d at its generation, copied from the user route's
+// generation gen.
+func reported(d *unstructured.Unstructured, l rules.Landing, controller gwv1.GatewayController, gen int64) ([]metav1.Condition, bool) {
 	if d == nil || d.GetAnnotations()[v1alpha1.SourceGenerationAnnotation] != strconv.FormatInt(gen, 10) {
-		return accepted, resolved, false
+		return nil, false
 	}
 	parents, err := statusOf(d)
 	if err != nil {
-		return accepted, resolved, false
+		return nil, false
 	}
 	for _, p := range parents {
 		if p.ControllerName != controller || string(p.ParentRef.Name) != l.Gateway.Name ||
@@ -111,17 +153,16 @@ func reported(d *unstructured.Unstructured, l rules.Landing, controller gwv1.Gat
 			(p.ParentRef.SectionName != nil && *p.ParentRef.SectionName != l.Listener.Name) {
 			continue
 		}
-		a := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionAccepted))
-		rr := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionResolvedRefs))
-		if a == nil || a.ObservedGeneration != d.GetGeneration() {
+		if a := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionAccepted)); a == nil || a.ObservedGeneration != d.GetGeneration() {
 			continue
 		}
-		if rr == nil || rr.ObservedGeneration != d.GetGeneration() {
-			rr = &metav1.Condition{Status: metav1.ConditionTrue, Reason: string(gwv1.RouteReasonResolvedRefs)}
+		conds := slices.DeleteFunc(slices.Clone(p.Conditions), func(c metav1.Condition) bool { return c.ObservedGeneration != d.GetGeneration() })
+		if meta.FindStatusCondition(conds, string(gwv1.RouteConditionResolvedRefs)) == nil {
+			conds = append(conds, metav1.Condition{Type: string(gwv1.RouteConditionResolvedRefs), Status: metav1.ConditionTrue, Reason: string(gwv1.RouteReasonResolvedRefs)})
 		}
-		return *a, *rr, true
+		return conds, true
 	}
-	return accepted, resolved, false
+	return nil, false
 }
 
 // sameParent says whether two parentRefs are the same, defaults applied
@@ -149,30 +190,76 @@ func sameParent(ns string, a, b gwv1.ParentReference) bool {
 	return norm(a) == norm(b)
 }
 
-// gatefolds says whether entry p is one gatefold writes: for a parentRef
-// naming a ListenerFragment, or a ListenerSet with the controllerName of a
-// class whose ListenerSets gatefold folds and none of whose classes, native,
-// supports ListenerSets itself.
-func (r *Reconciler) gatefolds(ns string, p gwv1.RouteParentStatus, native sets.Set[gwv1.GatewayController]) bool {
-	src, ok := rules.RouteParent(ns, p.ParentRef)
-	if !ok {
+// claims says whether entry p, for a parentRef naming a source of kind
+// kind that no verdict matches, is one gatefold wrote and must remove:
+// wrote says gatefold's last write of the route had it; controller is the
+// controllerName of the class of a fragment's Gateway, "" when unknown;
+// native are the controllerNames of the classes supporting ListenerSets
+// themselves. Entries of other controllers stay: an implementation that
+// does not support ListenerSets never accepts a route through one, and none
+// but gatefold through a fragment.
+func (r *Reconciler) claims(p gwv1.RouteParentStatus, kind string, controller gwv1.GatewayController, native sets.Set[gwv1.GatewayController], wrote bool) bool {
+	accepted := meta.IsStatusConditionTrue(p.Conditions, string(gwv1.RouteConditionAccepted))
+	switch {
+	case wrote:
+		return true
+	case kind == rules.KindListenerFragment && controller != "":
+		return p.ControllerName == controller
+	case kind == rules.KindListenerFragment:
+		return accepted
+	case native.Has(p.ControllerName):
 		return false
 	}
-	return src.Kind == rules.KindListenerFragment || r.ListenerSetControllers.Has(string(p.ControllerName)) && !native.Has(p.ControllerName)
+	return r.ListenerSetControllers.Has(string(p.ControllerName)) || accepted
+}
+
+// staleEntries returns the indexes in stored of the entries gatefold wrote
+// for parentRefs no verdict matches: they go.
+func (r *Reconciler) staleEntries(ctx context.Context, route *unstructured.Unstructured, stored []gwv1.RouteParentStatus, verdicts []verdict) (sets.Set[int], error) {
+	out := sets.New[int]()
+	ns, key := route.GetNamespace(), client.ObjectKeyFromObject(route)
+	var native sets.Set[gwv1.GatewayController]
+	for i, p := range stored {
+		src, ok := rules.RouteParent(ns, p.ParentRef)
+		if !ok || slices.ContainsFunc(verdicts, func(v verdict) bool { return v.matches(ns, p) }) {
+			continue
+		}
+		var controller gwv1.GatewayController
+		if src.Kind == rules.KindListenerFragment {
+			s, c, err := r.source(ctx, src)
+			if err != nil {
+				return nil, err
+			}
+			if s != nil {
+				controller = c
+			}
+		} else if native == nil {
+			var err error
+			if native, err = r.nativeControllers(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if r.claims(p, src.Kind, controller, native, r.written.had(key, route.GetUID(), ns, p)) {
+			out.Insert(i)
+		}
+	}
+	return out, nil
+}
+
+// matches says whether stored entry p is v's.
+func (v verdict) matches(ns string, p gwv1.RouteParentStatus) bool {
+	return v.controller == p.ControllerName && sameParent(ns, p.ParentRef, v.ref)
 }
 
 // nativeControllers returns the controllerNames of the classes whose
 // implementation supports ListenerSets itself: their entries for
 // ListenerSet parentRefs are the implementation's.
 func (r *Reconciler) nativeControllers(ctx context.Context) (sets.Set[gwv1.GatewayController], error) {
-	native := sets.New[gwv1.GatewayController]()
-	if r.ListenerSetControllers.Len() == 0 {
-		return native, nil
-	}
 	list := &gwv1.GatewayClassList{}
 	if err := r.Client.List(ctx, list); err != nil {
 		return nil, fmt.Errorf("listing GatewayClasses: %w", err)
 	}
+	native := sets.New[gwv1.GatewayController]()
 	for i := range list.Items {
 		if rules.SupportsListenerSets(&list.Items[i]) {
 			native.Insert(list.Items[i].Spec.ControllerName)
@@ -184,14 +271,14 @@ func (r *Reconciler) nativeControllers(ctx context.Context) (sets.Set[gwv1.Gatew
 // parents returns the route's status.parents with gatefold's entries as
 // the verdicts say, and those entries alone: an entry per verdict, in place
 // of the stored one, whose conditions keep their lastTransitionTime while
-// their status stands; the entries of other parentRefs and other
-// controllers are kept.
-func (r *Reconciler) parents(route *unstructured.Unstructured, stored []gwv1.RouteParentStatus, verdicts []verdict, derived map[section]*unstructured.Unstructured, native sets.Set[gwv1.GatewayController]) (all, ours []gwv1.RouteParentStatus) {
+// their status stands; the stale entries, by index in stored, go; the
+// entries of other parentRefs and other controllers are kept.
+func parents(route *unstructured.Unstructured, stored []gwv1.RouteParentStatus, verdicts []verdict, derived derived, stale sets.Set[int]) (all, ours []gwv1.RouteParentStatus) {
 	ns := route.GetNamespace()
 	entry := func(v verdict) gwv1.RouteParentStatus {
 		e := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: v.controller}
 		for _, p := range stored {
-			if p.ControllerName == v.controller && sameParent(ns, p.ParentRef, v.ref) {
+			if v.matches(ns, p) {
 				e.Conditions = slices.Clone(p.Conditions)
 			}
 		}
@@ -203,13 +290,13 @@ func (r *Reconciler) parents(route *unstructured.Unstructured, stored []gwv1.Rou
 		return e
 	}
 	done := make([]bool, len(verdicts))
-	for _, p := range stored {
-		i := slices.IndexFunc(verdicts, func(v verdict) bool { return v.controller == p.ControllerName && sameParent(ns, p.ParentRef, v.ref) })
+	for j, p := range stored {
+		i := slices.IndexFunc(verdicts, func(v verdict) bool { return v.matches(ns, p) })
 		switch {
 		case i >= 0 && !done[i]:
 			e := entry(verdicts[i])
 			all, ours, done[i] = append(all, e), append(ours, e), true
-		case i < 0 && !r.gatefolds(ns, p, native):
+		case i < 0 && !stale.Has(j):
 			all = append(all, p)
 		}
 	}
@@ -219,22 +306,40 @@ func (r *Reconciler) parents(route *unstructured.Unstructured, stored []gwv1.Rou
 			all, ours = append(all, e), append(ours, e)
 		}
 	}
+	return trim(ns, all, ours)
+}
+
+// trim drops gatefold's last entries, ours, from all until all fits the
+// maxParents a route may have, and returns what is left of both.
+func trim(ns string, all, ours []gwv1.RouteParentStatus) ([]gwv1.RouteParentStatus, []gwv1.RouteParentStatus) {
+	for len(all) > maxParents && len(ours) > 0 {
+		last := ours[len(ours)-1]
+		ours = ours[:len(ours)-1]
+		if i := slices.IndexFunc(all, func(p gwv1.RouteParentStatus) bool {
+			return p.ControllerName == last.ControllerName && sameParent(ns, p.ParentRef, last.ParentRef)
+		}); i >= 0 {
+			all = slices.Delete(all, i, i+1)
+		}
+	}
 	return all, ours
 }
 
 // writeStatus writes the route's status.parents when gatefold's entries
 // differ from the stored ones, fenced by the route's resourceVersion. It
 // returns when to look again at entries another writer keeps replacing.
-func (r *Reconciler) writeStatus(ctx context.Context, route *unstructured.Unstructured, verdicts []verdict, derived map[section]*unstructured.Unstructured) (time.Duration, error) {
+func (r *Reconciler) writeStatus(ctx context.Context, route *unstructured.Unstructured, verdicts []verdict, derived derived) (time.Duration, error) {
 	stored, err := statusOf(route)
 	if err != nil {
 		return 0, err
 	}
-	native, err := r.nativeControllers(ctx)
+	stale, err := r.staleEntries(ctx, route, stored, verdicts)
 	if err != nil {
 		return 0, err
 	}
-	want, ours := r.parents(route, stored, verdicts, derived, native)
+	want, ours := parents(route, stored, verdicts, derived, stale)
+	if dropped := len(verdicts) - len(ours); dropped > 0 {
+		r.tooManyParents(ctx, route, dropped)
+	}
 	if equalParents(stored, want) {
 		statusWrites.WithLabelValues(resultUnchanged).Inc()
 		return 0, nil
@@ -245,8 +350,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, route *unstructured.Unstru
 	if overwritten {
 		statusOverwritten.Inc()
 		log.FromContext(ctx).Info("Another writer replaced gatefold's status entries of a route", "route", klog.KObj(route), "delay", wait)
-		r.Recorder.Eventf(route, nil, corev1.EventTypeWarning, "ParentStatusOverwritten", "WriteStatus",
-			"Another controller replaced gatefold's status.parents entries for the ListenerFragment or ListenerSet parentRefs; gatefold writes them again after %v", wait.Round(time.Second))
+		if r.fenced() == nil {
+			r.Recorder.Eventf(route, nil, corev1.EventTypeWarning, "ParentStatusOverwritten", "WriteStatus",
+				"Another controller replaced gatefold's status.parents entries for the ListenerFragment or ListenerSet parentRefs; gatefold writes them again after %v", wait.Round(time.Second))
+		}
 	}
 	if !due {
 		statusWrites.WithLabelValues(resultDeferred).Inc()
@@ -274,6 +381,17 @@ func (r *Reconciler) writeStatus(ctx context.Context, route *unstructured.Unstru
 	r.written.wrote(key, route.GetUID(), route.GetGeneration(), ours, now)
 	log.FromContext(ctx).V(1).Info("Wrote a route's status entries", "route", klog.KObj(route), "entries", len(verdicts))
 	return 0, nil
+}
+
+// tooManyParents reports that dropped of gatefold's entries of route do not
+// fit in its status.parents.
+func (r *Reconciler) tooManyParents(ctx context.Context, route *unstructured.Unstructured, dropped int) {
+	parentsDropped.Add(float64(dropped))
+	log.FromContext(ctx).Info("A route's status.parents has no room for all of gatefold's entries", "route", klog.KObj(route), "dropped", dropped)
+	if r.fenced() == nil {
+		r.Recorder.Eventf(route, nil, corev1.EventTypeWarning, "TooManyParents", "WriteStatus",
+			"status.parents holds at most %d entries: %d parentRefs get none; name fewer parents in spec.parentRefs", maxParents, dropped)
+	}
 }
 
 // equalParents compares entries as implementations do: lastTransitionTime

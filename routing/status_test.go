@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -75,9 +76,9 @@ func TestConditionsOfAParentRef(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			derived := map[section]*unstructured.Unstructured{}
+			derived := derived{routes: map[section]*unstructured.Unstructured{}}
 			if tc.derived != nil {
-				derived[sectionOf(landing)] = tc.derived
+				derived.routes[sectionOf(landing)] = tc.derived
 			}
 			got := conditions(verdict{ref: fragment, controller: impl, att: tc.att}, 2, derived)
 			a := meta.FindStatusCondition(got, string(gwv1.RouteConditionAccepted))
@@ -96,7 +97,6 @@ func TestConditionsOfAParentRef(t *testing.T) {
 }
 
 func TestParentsKeepOthersAndDropStaleEntries(t *testing.T) {
-	r := &Reconciler{ListenerSetControllers: sets.New(string(impl))}
 	route := &unstructured.Unstructured{Object: map[string]any{}}
 	route.SetNamespace("shop")
 	route.SetGeneration(2)
@@ -114,7 +114,7 @@ func TestParentsKeepOthersAndDropStaleEntries(t *testing.T) {
 		{ParentRef: fragment, ControllerName: impl, Conditions: cond(metav1.ConditionFalse)},
 	}
 	refusal := verdict{ref: fragment, controller: impl, att: rules.Attachment{Reason: gwv1.RouteReasonNotAllowedByListeners, Message: "m"}}
-	all, ours := r.parents(route, stored, []verdict{refusal}, nil, sets.New[gwv1.GatewayController]())
+	all, ours := parents(route, stored, []verdict{refusal}, derived{}, sets.New(1))
 	if len(all) != 3 || all[0].ParentRef.Name != "shared" || all[1].ParentRef.Name != "native" || all[2].ParentRef.Name != "lf" {
 		t.Fatalf("parents = %+v, want the Gateway's and the native ListenerSet's entries kept in place, the stale fragment's dropped, and gatefold's", all)
 	}
@@ -125,7 +125,7 @@ func TestParentsKeepOthersAndDropStaleEntries(t *testing.T) {
 	if c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.RouteReasonNotAllowedByListeners) || c.ObservedGeneration != 2 || c.LastTransitionTime != stored[3].Conditions[0].LastTransitionTime {
 		t.Errorf("gatefold's Accepted = %+v, want False/NotAllowedByListeners at generation 2, keeping the stored lastTransitionTime", c)
 	}
-	if again, _ := r.parents(route, all, []verdict{refusal}, nil, nil); !equalParents(again, all) {
+	if again, _ := parents(route, all, []verdict{refusal}, derived{}, nil); !equalParents(again, all) {
 		t.Errorf("parents of what they returned = %+v, want the same: nothing to write", again)
 	}
 }
@@ -158,26 +158,86 @@ func TestReplacedEntriesAreWrittenAgainWithABackoff(t *testing.T) {
 	}
 }
 
-// A class that supports ListenerSets itself writes its own entries for
-// them, even under a controllerName gatefold folds for other classes.
-func TestParentsKeepNativeListenerSetEntries(t *testing.T) {
+// gatefold removes the entries it wrote for parentRefs it no longer judges,
+// and those alone: a class that supports ListenerSets itself writes its own
+// entries for them, even under a controllerName gatefold folds for other
+// classes, and another implementation may write entries for a fragment.
+func TestClaimsOnlyEntriesGatefoldWrote(t *testing.T) {
 	r := &Reconciler{ListenerSetControllers: sets.New(string(impl))}
-	route := &unstructured.Unstructured{Object: map[string]any{}}
-	route.SetNamespace("shop")
-	set := gwv1.RouteParentStatus{ParentRef: gwv1.ParentReference{Kind: ptr.To(gwv1.Kind("ListenerSet")), Name: "ls"}, ControllerName: impl}
+	accepted := []metav1.Condition{{Type: string(gwv1.RouteConditionAccepted), Status: metav1.ConditionTrue}}
+	refused := []metav1.Condition{{Type: string(gwv1.RouteConditionAccepted), Status: metav1.ConditionFalse}}
 	tests := map[string]struct {
-		native sets.Set[gwv1.GatewayController]
-		kept   bool
+		kind       string
+		entry      gwv1.GatewayController
+		conditions []metav1.Condition
+		controller gwv1.GatewayController // of the fragment's class, "" when unknown
+		native     sets.Set[gwv1.GatewayController]
+		wrote      bool
+		claimed    bool
 	}{
-		"a native class has the controllerName": {native: sets.New(impl), kept: true},
-		"no native class has it":                {native: sets.New[gwv1.GatewayController]()},
+		"a ListenerSet's entry of a native class":            {kind: rules.KindListenerSet, entry: impl, native: sets.New(impl)},
+		"a ListenerSet's entry of an opted-in class":         {kind: rules.KindListenerSet, entry: impl, conditions: refused, claimed: true},
+		"a ListenerSet's refusal by a class not opted in":    {kind: rules.KindListenerSet, entry: "example.com/other", conditions: refused},
+		"a ListenerSet's acceptance by a class not opted in": {kind: rules.KindListenerSet, entry: "example.com/other", conditions: accepted, claimed: true},
+		"a ListenerSet's entry gatefold wrote last":          {kind: rules.KindListenerSet, entry: "example.com/other", conditions: refused, wrote: true, claimed: true},
+		"a fragment's entry of its class":                    {kind: rules.KindListenerFragment, entry: impl, conditions: refused, controller: impl, claimed: true},
+		"a fragment's entry of another controller":           {kind: rules.KindListenerFragment, entry: "example.com/other", conditions: accepted, controller: impl},
+		"a gone fragment's acceptance":                       {kind: rules.KindListenerFragment, entry: impl, conditions: accepted, claimed: true},
+		"a gone fragment's refusal":                          {kind: rules.KindListenerFragment, entry: impl, conditions: refused},
+		"a gone fragment's entry gatefold wrote last":        {kind: rules.KindListenerFragment, entry: impl, conditions: refused, wrote: true, claimed: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			all, _ := r.parents(route, []gwv1.RouteParentStatus{set}, nil, nil, tc.native)
-			if kept := len(all) == 1; kept != tc.kept {
-				t.Errorf("entry kept: %v, want %v", kept, tc.kept)
+			p := gwv1.RouteParentStatus{ControllerName: tc.entry, Conditions: tc.conditions}
+			if got := r.claims(p, tc.kind, tc.controller, tc.native, tc.wrote); got != tc.claimed {
+				t.Errorf("claims = %v, want %v", got, tc.claimed)
 			}
 		})
+	}
+}
+
+// The entry carries the implementation's other condition types, and says
+// ResolvedRefs Unknown with a reason of its own while it waits: upstream
+// defines Pending for Accepted alone.
+func TestConditionsCarryOtherTypesAndWaitWithoutPending(t *testing.T) {
+	accepted := verdict{ref: fragment, controller: impl, att: rules.Attachment{Reason: gwv1.RouteReasonAccepted, Landings: []rules.Landing{landing}}}
+	d := derivedWith(1, 2, 1, metav1.ConditionTrue)
+	st, err := statusOf(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st[0].Conditions = append(st[0].Conditions, metav1.Condition{Type: string(gwv1.RouteConditionPartiallyInvalid), Status: metav1.ConditionTrue, Reason: "UnsupportedValue", ObservedGeneration: 1})
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&routeStatus{Parents: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Object["status"] = m
+	got := conditions(accepted, 2, derived{routes: map[section]*unstructured.Unstructured{sectionOf(landing): d}})
+	if c := meta.FindStatusCondition(got, string(gwv1.RouteConditionPartiallyInvalid)); c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != 2 {
+		t.Errorf("PartiallyInvalid = %+v, want the implementation's True at generation 2", c)
+	}
+	waiting := conditions(accepted, 2, derived{})
+	if c := meta.FindStatusCondition(waiting, string(gwv1.RouteConditionResolvedRefs)); c == nil || c.Status != metav1.ConditionUnknown || c.Reason == reasonPending {
+		t.Errorf("ResolvedRefs while waiting = %+v, want Unknown, not Pending", c)
+	}
+}
+
+// status.parents holds at most 32 entries: gatefold's last ones give way,
+// never another controller's.
+func TestParentsFitTheCap(t *testing.T) {
+	route := &unstructured.Unstructured{Object: map[string]any{}}
+	route.SetNamespace("shop")
+	var stored []gwv1.RouteParentStatus
+	for i := range maxParents - 1 {
+		stored = append(stored, gwv1.RouteParentStatus{ParentRef: gwv1.ParentReference{Name: gwv1.ObjectName(fmt.Sprint("gw", i))}, ControllerName: "example.com/other"})
+	}
+	var verdicts []verdict
+	for _, name := range []string{"a", "b"} {
+		verdicts = append(verdicts, verdict{ref: gwv1.ParentReference{Group: fragment.Group, Kind: fragment.Kind, Name: gwv1.ObjectName(name)}, controller: impl,
+			att: rules.Attachment{Reason: gwv1.RouteReasonNoMatchingParent}})
+	}
+	all, ours := parents(route, stored, verdicts, derived{}, nil)
+	if len(all) != maxParents || len(ours) != 1 || ours[0].ParentRef.Name != "a" || !equalParents(all[:maxParents-1], stored) {
+		t.Errorf("%d entries, gatefold's %+v; want %d: the others' and gatefold's first", len(all), ours, maxParents)
 	}
 }

@@ -525,3 +525,51 @@ func TestEditedRouteIsJudgedAgain(t *testing.T) {
 	s.derived = d
 	s.accept(t)
 }
+
+// A derived route whose labels someone removed is still gatefold's: the
+// labels are put back, and the route keeps being served.
+func TestDerivedRouteWithoutLabelsIsAdopted(t *testing.T) {
+	s := serve(t)
+	d := s.derived
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		get(t, &d)
+		delete(d.Labels, v1alpha1.DerivedLabel)
+		delete(d.Labels, v1alpha1.DerivedFromLabel)
+		return env.Client.Update(ctx, &d)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, settle, func() error {
+		get(t, &d)
+		if d.Labels[v1alpha1.DerivedLabel] != "true" || d.Labels[v1alpha1.DerivedFromLabel] == "" {
+			return fmt.Errorf("derived route %s has labels %v, want gatefold's back", d.Name, d.Labels)
+		}
+		return nil
+	})
+	s.derived = d
+	s.accept(t)
+}
+
+// A route that stops naming its fragment loses its derived route and
+// gatefold's entry.
+func TestRouteNoLongerNamingFragmentIsLeft(t *testing.T) {
+	s := serve(t)
+	wantEntry(t, s.route, s.ref, metav1.ConditionUnknown, string(gwv1.RouteReasonPending))
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		get(t, s.route)
+		s.route.Spec.ParentRefs = []gwv1.ParentReference{{Name: "elsewhere"}}
+		return env.Client.Update(ctx, s.route)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, settle, func() error {
+		if d := derivedOf(t, s.route); len(d) != 0 {
+			return fmt.Errorf("HTTPRoute %s still has %d derived routes", s.route.Name, len(d))
+		}
+		get(t, s.route)
+		if entry(s.route, controller, s.ref) != nil {
+			return fmt.Errorf("HTTPRoute %s still has gatefold's entry for the fragment it no longer names", s.route.Name)
+		}
+		return nil
+	})
+}
