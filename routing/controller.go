@@ -1,9 +1,12 @@
 package routing
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -261,14 +265,16 @@ func (r *Reconciler) source(ctx context.Context, ref rules.SourceRef) (*rules.So
 
 // landings finds where src's listeners landed: on its parent P or a Gateway
 // P heads (a pool's sibling, P's listener-set Gateway), as the Gateway
-// listener named rules.GatewayListenerName.
+// listener named rules.GatewayListenerName. While a listener moves and two
+// Gateways carry it, the one src's status names wins, else the first in
+// pool order (landedFirst).
 func (r *Reconciler) landings(ctx context.Context, src *rules.Source) (map[gwv1.SectionName]rules.Landing, error) {
 	parent := src.Parent()
 	list := &gwv1.GatewayList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(parent.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing the Gateways in %s: %w", parent.Namespace, err)
 	}
-	byName := map[gwv1.SectionName]rules.Landing{}
+	byName := map[gwv1.SectionName][]rules.Landing{}
 	for i := range list.Items {
 		gw := &list.Items[i]
 		key := client.ObjectKeyFromObject(gw)
@@ -276,16 +282,42 @@ func (r *Reconciler) landings(ctx context.Context, src *rules.Source) (map[gwv1.
 			continue
 		}
 		for _, l := range gw.Spec.Listeners {
-			byName[l.Name] = rules.Landing{Gateway: key, Listener: l}
+			byName[l.Name] = append(byName[l.Name], rules.Landing{Gateway: key, Listener: l})
+		}
+	}
+	reported := map[gwv1.SectionName]types.NamespacedName{}
+	for _, l := range src.Status.Listeners {
+		if l.Gateway != nil {
+			reported[l.Name] = types.NamespacedName{Namespace: string(l.Gateway.Namespace), Name: string(l.Gateway.Name)}
 		}
 	}
 	landed := map[gwv1.SectionName]rules.Landing{}
 	for _, l := range src.Listeners {
-		if at, ok := byName[rules.GatewayListenerName(src.Ref(), l.Name)]; ok {
-			landed[l.Name] = at
+		if at := byName[rules.GatewayListenerName(src.Ref(), l.Name)]; len(at) > 0 {
+			landed[l.Name] = landedFirst(parent.Name, at, reported[l.Name])
 		}
 	}
 	return landed, nil
+}
+
+// landedFirst picks one of the landings of a listener: on Gateway
+// reported, else on the head, else the lowest pool index, else by name.
+func landedFirst(head string, at []rules.Landing, reported types.NamespacedName) rules.Landing {
+	if i := slices.IndexFunc(at, func(l rules.Landing) bool { return l.Gateway == reported }); i >= 0 {
+		return at[i]
+	}
+	order := func(name string) int {
+		if name == head {
+			return 0
+		}
+		if n := rules.SiblingIndex(head, name); n > 0 {
+			return n
+		}
+		return math.MaxInt
+	}
+	return slices.MinFunc(at, func(a, b rules.Landing) int {
+		return cmp.Or(cmp.Compare(order(a.Gateway.Name), order(b.Gateway.Name)), cmp.Compare(a.Gateway.Name, b.Gateway.Name))
+	})
 }
 
 // namespaceLabels reads a namespace's labels, metadata only.

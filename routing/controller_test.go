@@ -304,3 +304,35 @@ func TestRouteNamingNoSourceIsNotRequeued(t *testing.T) {
 		t.Errorf("Reconcile = %+v, %v; want no requeue", res, err)
 	}
 }
+
+// While a listener moves, two Gateways carry it: the choice does not
+// depend on the cache's order.
+func TestLandedFirstIsDeterministic(t *testing.T) {
+	on := func(name string) rules.Landing {
+		return rules.Landing{Gateway: types.NamespacedName{Namespace: "infra", Name: name}}
+	}
+	tests := map[string]struct {
+		at       []string
+		reported string
+		want     string
+	}{
+		"the Gateway the status names": {at: []string{"shared", "shared-2"}, reported: "shared-2", want: "shared-2"},
+		"the head":                     {at: []string{"shared-2", "shared"}, want: "shared"},
+		"the lowest pool index":        {at: []string{"shared-10", "shared-3"}, want: "shared-3"},
+		"a sibling before the rest":    {at: []string{"shared-listenersets", "shared-2"}, want: "shared-2"},
+		"a status naming neither":      {at: []string{"shared-3", "shared-2"}, reported: "shared-9", want: "shared-2"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			for _, order := range [][]string{tc.at, {tc.at[1], tc.at[0]}} {
+				var at []rules.Landing
+				for _, n := range order {
+					at = append(at, on(n))
+				}
+				if got := landedFirst("shared", at, on(tc.reported).Gateway); got.Gateway.Name != tc.want {
+					t.Errorf("landedFirst(%v) = %s, want %s", order, got.Gateway.Name, tc.want)
+				}
+			}
+		})
+	}
+}
