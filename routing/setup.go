@@ -3,6 +3,7 @@ package routing
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -151,8 +153,7 @@ func setupKind(ctx context.Context, mgr ctrl.Manager, gvk schema.GroupVersionKin
 		Watches(r.newRoute(), handler.EnqueueRequestsFromMapFunc(userRouteOf), builder.WithPredicates(routeChanged)).
 		Watches(&v1alpha1.ListenerFragment{}, handler.EnqueueRequestsFromMapFunc(r.routesOfSource),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&gwv1.Gateway{}, handler.EnqueueRequestsFromMapFunc(r.routesOfGateway),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&gwv1.Gateway{}, r.gatewayHandler()).
 		// A class created, deleted or opted in or out changes which sources
 		// are gatefold's, and the controllerName of their entries.
 		Watches(&gwv1.GatewayClass{}, handler.EnqueueRequestsFromMapFunc(r.routesOfClass)).
@@ -215,10 +216,57 @@ func (r *Reconciler) routesOfSource(ctx context.Context, o client.Object) []reco
 	return r.routesNaming(ctx, rules.SourceRef{Kind: kind, NamespacedName: client.ObjectKeyFromObject(o)})
 }
 
+// gatewayHandler queues the routes a Gateway's change may move: for a
+// Gateway created or deleted, or whose class, pool or deletion changed,
+// those naming the sources whose parent it is or heads (routesOfGateway);
+// for another update, those naming the sources whose generated listener
+// names came or went on it.
+func (r *Reconciler) gatewayHandler() handler.EventHandler {
+	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request) {
+		for _, req := range reqs {
+			q.Add(req)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, r.routesOfGateway(ctx, e.Object))
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, r.routesOfGateway(ctx, e.Object))
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			old, gw := e.ObjectOld.(*gwv1.Gateway), e.ObjectNew.(*gwv1.Gateway)
+			oldHead, _ := rules.HeadOf(old)
+			head, _ := rules.HeadOf(gw)
+			if old.Spec.GatewayClassName != gw.Spec.GatewayClassName || oldHead != head || old.DeletionTimestamp.IsZero() != gw.DeletionTimestamp.IsZero() {
+				enqueue(q, r.routesOfGateway(ctx, gw))
+				return
+			}
+			if moved := listenerNames(old).SymmetricDifference(listenerNames(gw)); moved.Len() > 0 {
+				enqueue(q, r.routesOfListeners(ctx, gw, moved))
+			}
+		},
+	}
+}
+
+func listenerNames(gw *gwv1.Gateway) sets.Set[gwv1.SectionName] {
+	out := sets.New[gwv1.SectionName]()
+	for _, l := range gw.Spec.Listeners {
+		out.Insert(l.Name)
+	}
+	return out
+}
+
 // routesOfGateway maps a Gateway, or a Gateway of the pool it heads, to the
 // routes naming the sources whose parent it is: their listeners may have
 // moved.
 func (r *Reconciler) routesOfGateway(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.routesOfListeners(ctx, o, nil)
+}
+
+// routesOfListeners is routesOfGateway for the sources with a listener
+// whose generated name is in moved, all when moved is nil.
+func (r *Reconciler) routesOfListeners(ctx context.Context, o client.Object, moved sets.Set[gwv1.SectionName]) []reconcile.Request {
 	parent := client.ObjectKeyFromObject(o)
 	if head, ok := rules.HeadOf(o.(*gwv1.Gateway)); ok {
 		parent = head
@@ -239,7 +287,11 @@ func (r *Reconciler) routesOfGateway(ctx context.Context, o client.Object) []rec
 	}
 	var out []reconcile.Request
 	for i := range sources {
-		out = append(out, r.routesNaming(ctx, sources[i].Ref())...)
+		if moved == nil || slices.ContainsFunc(sources[i].Listeners, func(l gwv1.ListenerEntry) bool {
+			return moved.Has(rules.GatewayListenerName(sources[i].Ref(), l.Name))
+		}) {
+			out = append(out, r.routesNaming(ctx, sources[i].Ref())...)
+		}
 	}
 	return out
 }
