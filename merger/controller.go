@@ -185,21 +185,14 @@ func (w *writes) note(err error) (fenced bool) {
 	return false
 }
 
-// errFenced is a write not made because this replica may no longer lead.
-var errFenced = errors.New("not written: this replica may no longer lead")
+// errFenced and fenceRetry are internal/manager's, which package routing
+// shares.
+var errFenced = manager.ErrFenced
 
-// fenceRetry is when a fenced write is looked at again: the replica may
-// still renew its lease (client-go's elector gives up a retry period after
-// the renew deadline), or has exited by then.
-const fenceRetry = 2 * time.Second
+const fenceRetry = manager.FenceRetry
 
 // fenced returns errFenced while Fence fails.
-func (r *Reconciler) fenced() error {
-	if r.Fence != nil && r.Fence() != nil {
-		return errFenced
-	}
-	return nil
-}
+func (r *Reconciler) fenced() error { return manager.Fenced(r.Fence) }
 
 // read gathers the fold's input from the cache, and says what becomes of the
 // Gateway's ListenerSets: only when they are folded does the input hold them.

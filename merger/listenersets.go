@@ -202,8 +202,8 @@ func attachedListenerSets(res fold.Result) int32 {
 // attachedMemo remembers, by Gateway, the count gatefold last applied, when,
 // and how many times in a row it applied it again after another writer
 // dropped it. A dropped count is applied again after a backoff that starts at
-// attachedBackoff and doubles with each drop in a row, at most a resync
-// period: an implementation that writes its whole status after each of
+// a second and doubles with each drop in a row, at most a resync period
+// (manager.RewriteBackoff): an implementation that writes its whole status after each of
 // gatefold's applies costs a few applies, not a loop.
 type attachedMemo struct {
 	mu   sync.Mutex
@@ -217,25 +217,10 @@ type attached struct {
 	drops int
 }
 
-// attachedBackoff is the backoff of a count found dropped for the first time
-// in a row.
-const attachedBackoff = time.Second
-
 // attachedStood is how long an applied count must stand, at the least, for
 // its backoff to start over: a writer that drops it a few seconds after each
 // apply otherwise resets the backoff every time and the two write in a loop.
 const attachedStood = time.Minute
-
-// backoff is how long a dropped count waits, from gatefold's last apply of
-// it, to be applied again after drops applies in a row: attachedBackoff
-// doubled drops times, at most resync when resync is set.
-func backoff(drops int, resync time.Duration) time.Duration {
-	d := attachedBackoff << min(drops, 20)
-	if resync > 0 {
-		return min(d, resync)
-	}
-	return d
-}
 
 // due says whether count n must be applied to gw now, and otherwise how long
 // until a count another writer dropped must be applied again (0: not at
@@ -253,11 +238,11 @@ func (m *attachedMemo) due(gw *gwv1.Gateway, n int32, now time.Time, resync time
 		return true, 0
 	}
 	since := now.Sub(last.at)
-	if since >= max(2*backoff(last.drops, resync), attachedStood) {
+	if since >= max(2*manager.RewriteBackoff(last.drops, resync), attachedStood) {
 		last.drops = 0
 		m.last[key] = last
 	}
-	if wait := backoff(last.drops, resync) - since; wait > 0 {
+	if wait := manager.RewriteBackoff(last.drops, resync) - since; wait > 0 {
 		return false, wait
 	}
 	return true, 0

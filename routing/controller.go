@@ -23,6 +23,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/rules"
 )
 
@@ -110,8 +111,8 @@ func (r *Reconciler) idle(ctx context.Context, route *unstructured.Unstructured)
 // conflict is looked at again soon; other errors with the error backoff.
 func (r *Reconciler) result(err error) (ctrl.Result, error) {
 	switch {
-	case errors.Is(err, errFenced):
-		return ctrl.Result{RequeueAfter: fenceRetry}, nil
+	case errors.Is(err, manager.ErrFenced):
+		return ctrl.Result{RequeueAfter: manager.FenceRetry}, nil
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
@@ -126,18 +127,7 @@ func soonest(resync, wait time.Duration) time.Duration {
 	return resync
 }
 
-// errFenced is a write not made because this replica may no longer lead.
-var errFenced = errors.New("not written: this replica may no longer lead")
-
-// fenceRetry is when a fenced write is looked at again.
-const fenceRetry = 2 * time.Second
-
-func (r *Reconciler) fenced() error {
-	if r.Fence != nil && r.Fence() != nil {
-		return errFenced
-	}
-	return nil
-}
+func (r *Reconciler) fenced() error { return manager.Fenced(r.Fence) }
 
 func (r *Reconciler) newRoute() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}

@@ -25,6 +25,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/fixture"
 )
@@ -82,8 +83,8 @@ func TestFencedReplicaWritesNothing(t *testing.T) {
 	c := cluster(t)
 	ctx := context.Background()
 	res, err := reconciler(c, func() error { return errors.New("lease lost") }).Reconcile(ctx, req)
-	if err != nil || res.RequeueAfter != fenceRetry {
-		t.Fatalf("fenced Reconcile = %+v, %v; want a retry after %v", res, err, fenceRetry)
+	if err != nil || res.RequeueAfter != manager.FenceRetry {
+		t.Fatalf("fenced Reconcile = %+v, %v; want a retry after %v", res, err, manager.FenceRetry)
 	}
 	r := reconciler(c, nil)
 	routes := r.newRouteList()

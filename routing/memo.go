@@ -7,15 +7,18 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/internal/manager"
 )
 
 // writtenMemo remembers, by route, the entries gatefold last wrote, when,
 // and how many times in a row it wrote them again after another writer
 // replaced them. Replaced entries are written again after a backoff that
-// starts at overwriteBackoff and doubles with each replacement in a row, at
-// most a resync period: an implementation that rewrites the route's status
-// after each of gatefold's writes (Traefik does on a route that also names
-// one of its Gateways) costs a few writes, not a loop.
+// starts at a second and doubles with each replacement in a row, at most a
+// resync period (manager.RewriteBackoff, as the merger's attachedMemo): an
+// implementation that rewrites the route's status after each of gatefold's
+// writes (Traefik does on a route that also names one of its Gateways)
+// costs a few writes, not a loop.
 type writtenMemo struct {
 	mu   sync.Mutex
 	last map[types.NamespacedName]written
@@ -33,21 +36,9 @@ type written struct {
 	noticed bool
 }
 
-// overwriteBackoff is the backoff of entries found replaced for the first
-// time in a row.
-const overwriteBackoff = time.Second
-
 // overwriteStood is how long written entries must stand, at the least,
 // for the backoff to start over.
 const overwriteStood = time.Minute
-
-func overwriteDelay(drops int, resync time.Duration) time.Duration {
-	d := overwriteBackoff << min(drops, 20)
-	if resync > 0 {
-		return min(d, resync)
-	}
-	return d
-}
 
 // due says whether entries, gatefold's entries of the route at generation
 // gen, which the stored status lacks, must be written now, else how long
@@ -63,11 +54,11 @@ func (m *writtenMemo) due(key types.NamespacedName, uid types.UID, gen int64, en
 	overwritten = !last.noticed
 	last.noticed = true
 	since := now.Sub(last.at)
-	if since >= max(2*overwriteDelay(last.drops, resync), overwriteStood) {
+	if since >= max(2*manager.RewriteBackoff(last.drops, resync), overwriteStood) {
 		last.drops = 0
 	}
 	m.last[key] = last
-	if wait := overwriteDelay(last.drops, resync) - since; wait > 0 {
+	if wait := manager.RewriteBackoff(last.drops, resync) - since; wait > 0 {
 		return false, wait, overwritten
 	}
 	return true, 0, overwritten

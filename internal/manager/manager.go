@@ -109,6 +109,33 @@ func (l *Lease) Fence() error {
 	return nil
 }
 
+// ErrFenced is a write not made because this replica may no longer lead.
+var ErrFenced = errors.New("not written: this replica may no longer lead")
+
+// FenceRetry is when a fenced write is looked at again: the replica may
+// still renew its lease (client-go's elector gives up a retry period after
+// the renew deadline), or has exited by then.
+const FenceRetry = 2 * time.Second
+
+// Fenced returns ErrFenced while fence, when set, fails: a Lease's Fence.
+func Fenced(fence func() error) error {
+	if fence != nil && fence() != nil {
+		return ErrFenced
+	}
+	return nil
+}
+
+// RewriteBackoff is how long to wait, from the last write of something
+// another writer keeps replacing, before writing it again after drops such
+// writes in a row: a second doubled drops times, at most resync when set.
+func RewriteBackoff(drops int, resync time.Duration) time.Duration {
+	d := time.Second << min(drops, 20)
+	if resync > 0 {
+		return min(d, resync)
+	}
+	return d
+}
+
 // ParentIndex indexes ListenerFragments and ListenerSets by "namespace/name"
 // of their Gateway.
 const ParentIndex = "gatefold.dev/parent-gateway"
