@@ -337,3 +337,21 @@ func TestLandedFirstIsDeterministic(t *testing.T) {
 		})
 	}
 }
+
+// A user's route that carries the derived label is served all the same:
+// only a gf- name controlled by a route makes a derived route.
+func TestUserRouteWithDerivedLabelIsServed(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	route := routes(t, c)["web"]
+	route.SetLabels(map[string]string{v1alpha1.DerivedLabel: "true"})
+	if err := c.Update(ctx, route); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reconciler(c, nil).Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := routes(t, c); len(got) != 2 {
+		t.Errorf("%d routes, want the user's and its derived route", len(got))
+	}
+}

@@ -192,7 +192,7 @@ func judgeListener(route Route, src *Source, l gwv1.ListenerEntry) (gwv1.RouteCo
 		selector = ar.Namespaces.Selector
 	}
 	if ok, rule := fromAllowed(from, selector, src.Namespace, route.Namespace, route.NamespaceLabels); !ok {
-		return gwv1.RouteReasonNotAllowedByListeners, fmt.Sprintf("does not allow routes from namespace %s (allowedRoutes: %s): move the route, or ask the %s's owner to allow it",
+		return gwv1.RouteReasonNotAllowedByListeners, fmt.Sprintf("does not allow routes from namespace %s (allowedRoutes: %s): move the route or ask the %s's owner",
 			route.Namespace, rule, src.Kind)
 	}
 	if kinds := routeKinds(l); !slices.Contains(kinds, route.Kind) {

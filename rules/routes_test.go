@@ -119,7 +119,7 @@ func TestAttach(t *testing.T) {
 		},
 		"Same is the source's namespace: another namespace is refused": {
 			route: httpRoute("apps"), ref: gwv1.ParentReference{SectionName: section("http")}, want: gwv1.RouteReasonNotAllowedByListeners,
-			wantMsg: `Listener "http" of ListenerSet infra/ls does not allow routes from namespace apps (allowedRoutes: namespaces.from is Same): move the route, or ask the ListenerSet's owner to allow it`,
+			wantMsg: `Listener "http" of ListenerSet infra/ls does not allow routes from namespace apps (allowedRoutes: namespaces.from is Same): move the route or ask the ListenerSet's owner`,
 		},
 		"hostname matches none": {
 			route: httpRoute("infra", "b.example.org"), ref: gwv1.ParentReference{SectionName: section("http")}, want: gwv1.RouteReasonNoMatchingListenerHostname,
@@ -311,7 +311,7 @@ func TestAttach(t *testing.T) {
 		"a fragment is named as one": {
 			route: httpRoute("apps"), ref: gwv1.ParentReference{SectionName: section("http")}, want: gwv1.RouteReasonNotAllowedByListeners,
 			edit:    func(s *Source) { s.Kind = KindListenerFragment },
-			wantMsg: `Listener "http" of ListenerFragment infra/ls does not allow routes from namespace apps (allowedRoutes: namespaces.from is Same): move the route, or ask the ListenerFragment's owner to allow it`,
+			wantMsg: `Listener "http" of ListenerFragment infra/ls does not allow routes from namespace apps (allowedRoutes: namespaces.from is Same): move the route or ask the ListenerFragment's owner`,
 		},
 	}
 	for name, tc := range tests {
