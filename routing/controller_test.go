@@ -18,10 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
@@ -53,7 +56,10 @@ func cluster(t *testing.T, entries ...gwv1.RouteParentStatus) client.Client {
 	route.SetGroupVersionKind(httpRoute)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}
 	return fake.NewClientBuilder().WithScheme(withoutRoutes(t)).WithObjects(gc, gateway, lf, route, ns).WithStatusSubresource(route).
-		WithIndex(route, derivedOwnerIndex, derivedOwner).Build()
+		WithIndex(route, derivedOwnerIndex, derivedOwner).WithIndex(route, parentSourceIndex, parentSources).
+		WithIndex(&v1alpha1.ListenerFragment{}, manager.ParentIndex, func(o client.Object) []string {
+			return []string{rules.ParentOf(o.(*v1alpha1.ListenerFragment)).String()}
+		}).Build()
 }
 
 // withoutRoutes is a scheme without Gateway API route types: the fake
@@ -353,5 +359,38 @@ func TestUserRouteWithDerivedLabelIsServed(t *testing.T) {
 	}
 	if got := routes(t, c); len(got) != 2 {
 		t.Errorf("%d routes, want the user's and its derived route", len(got))
+	}
+}
+
+// A Gateway update queues the routes of the sources whose generated
+// listener names came or went on it, and no other.
+func TestGatewayUpdateQueuesRoutesItMoves(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	old := &gwv1.Gateway{}
+	if err := c.Get(ctx, gw, old); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		edit   func(g *gwv1.Gateway)
+		queued int
+	}{
+		"a listener's hostname": {edit: func(g *gwv1.Gateway) { g.Spec.Listeners[0].Hostname = ptr.To(gwv1.Hostname("b.example.com")) }},
+		"another source's listener came": {edit: func(g *gwv1.Gateway) {
+			g.Spec.Listeners = append(g.Spec.Listeners, gwv1.Listener{Name: "other-lf-web-hash"})
+		}},
+		"the route's listener went": {edit: func(g *gwv1.Gateway) { g.Spec.Listeners = g.Spec.Listeners[:1] }, queued: 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			next := old.DeepCopy()
+			tc.edit(next)
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			reconciler(c, nil).gatewayHandler().Update(ctx, event.UpdateEvent{ObjectOld: old, ObjectNew: next}, q)
+			if q.Len() != tc.queued {
+				t.Errorf("%d routes queued, want %d", q.Len(), tc.queued)
+			}
+		})
 	}
 }
