@@ -66,11 +66,11 @@ func hasSourceEntry(route *unstructured.Unstructured) bool {
 // ResolvedRefs the worst, other types as the first section reporting them.
 func conditions(v verdict, gen int64, derived derived) []metav1.Condition {
 	accepted := metav1.Condition{Type: string(gwv1.RouteConditionAccepted), ObservedGeneration: gen}
+	if v.att.Reason == gwv1.RouteReasonPending {
+		return waiting(gen)
+	}
 	if !v.att.Accepted() {
 		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(v.att.Reason), v.att.Message
-		if v.att.Reason == gwv1.RouteReasonPending {
-			accepted.Status = metav1.ConditionUnknown
-		}
 		return []metav1.Condition{accepted}
 	}
 	var acc, refs, others []metav1.Condition
@@ -83,11 +83,7 @@ func conditions(v verdict, gen int64, derived derived) []metav1.Condition {
 		}
 		conds, ok := reported(derived.routes[sectionOf(l)], l, v.controller, gen)
 		if !ok {
-			pending := metav1.Condition{Status: metav1.ConditionUnknown, Reason: reasonPending, ObservedGeneration: gen,
-				Message: "Waiting for the implementation to judge the route on the listeners it landed on"}
-			accepted.Status, accepted.Reason, accepted.Message = pending.Status, pending.Reason, pending.Message
-			pending.Type, pending.Reason = string(gwv1.RouteConditionResolvedRefs), reasonWaiting
-			return []metav1.Condition{accepted, pending}
+			return waiting(gen)
 		}
 		for _, c := range conds {
 			switch c.Type {
@@ -122,6 +118,18 @@ func conditions(v verdict, gen int64, derived derived) []metav1.Condition {
 		out = append(out, metav1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message, ObservedGeneration: gen})
 	}
 	return out
+}
+
+// waiting are the conditions of an entry gatefold cannot judge yet: the
+// listeners are not folded, or the implementation has not judged the
+// derived routes. One wording for both, so that a route made with its
+// fragment gets one Pending write, not two.
+func waiting(gen int64) []metav1.Condition {
+	const msg = "Waiting for the listeners to be folded and the implementation to judge the route"
+	return []metav1.Condition{
+		{Type: string(gwv1.RouteConditionAccepted), Status: metav1.ConditionUnknown, Reason: reasonPending, Message: msg, ObservedGeneration: gen},
+		{Type: string(gwv1.RouteConditionResolvedRefs), Status: metav1.ConditionUnknown, Reason: reasonWaiting, Message: msg, ObservedGeneration: gen},
+	}
 }
 
 // rank orders condition statuses from worst to best.

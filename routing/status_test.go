@@ -2,6 +2,7 @@ package routing
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -65,7 +66,7 @@ func TestConditionsOfAParentRef(t *testing.T) {
 		"refused by gatefold": {att: rules.Attachment{Reason: gwv1.RouteReasonNoMatchingParent, Message: "no listener"},
 			accepted: metav1.ConditionFalse, reason: string(gwv1.RouteReasonNoMatchingParent)},
 		"parent not folded yet": {att: rules.Attachment{Reason: gwv1.RouteReasonPending, Message: "waiting"},
-			accepted: metav1.ConditionUnknown, reason: string(gwv1.RouteReasonPending)},
+			accepted: metav1.ConditionUnknown, reason: string(gwv1.RouteReasonPending), resolved: metav1.ConditionUnknown},
 		"no derived route yet":        {att: accepted, accepted: metav1.ConditionUnknown, reason: reasonPending, resolved: metav1.ConditionUnknown},
 		"not judged yet":              {att: accepted, derived: derivedWith(1, 2, 0, ""), accepted: metav1.ConditionUnknown, reason: reasonPending, resolved: metav1.ConditionUnknown},
 		"judged an older derived gen": {att: accepted, derived: derivedWith(2, 2, 1, metav1.ConditionTrue), accepted: metav1.ConditionUnknown, reason: reasonPending, resolved: metav1.ConditionUnknown},
@@ -239,5 +240,15 @@ func TestParentsFitTheCap(t *testing.T) {
 	all, ours := parents(route, stored, verdicts, derived{}, nil)
 	if len(all) != maxParents || len(ours) != 1 || ours[0].ParentRef.Name != "a" || !equalParents(all[:maxParents-1], stored) {
 		t.Errorf("%d entries, gatefold's %+v; want %d: the others' and gatefold's first", len(all), ours, maxParents)
+	}
+}
+
+// A route made with its fragment waits first for the fold, then for the
+// implementation: the same entry, so that the move costs no status write.
+func TestWaitingForTheFoldAndTheImplementationLookAlike(t *testing.T) {
+	fold := conditions(verdict{ref: fragment, controller: impl, att: rules.Attachment{Reason: gwv1.RouteReasonPending, Message: "folding"}}, 2, derived{})
+	judge := conditions(verdict{ref: fragment, controller: impl, att: rules.Attachment{Reason: gwv1.RouteReasonAccepted, Landings: []rules.Landing{landing}}}, 2, derived{})
+	if !reflect.DeepEqual(fold, judge) {
+		t.Errorf("waiting for the fold: %+v\nwaiting for the implementation: %+v\nwant the same, or the move costs a write", fold, judge)
 	}
 }
