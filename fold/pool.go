@@ -75,8 +75,9 @@ type room struct {
 	managed sets.Set[gwv1.SectionName]
 	since   map[gwv1.SectionName]int64
 	// taken counts the listeners it holds; reserved those of the sources
-	// that stay on it and are not placed yet.
-	taken, reserved int
+	// that stay on it and are not placed yet; added those someone else
+	// added to a Gateway gatefold created (rules.TakeAdded).
+	taken, reserved, added int
 	listeners       []gwv1.Listener
 }
 
@@ -96,7 +97,8 @@ func newPool(in *Input, own []gwv1.Listener, sources, placeable []rules.Source) 
 	head := &room{gw: in.Gateway, exists: true, managed: in.Managed, since: in.CarriedSince, taken: len(own)}
 	p := &pool{board: rules.OwnBoard(own), rooms: []*room{head}, head: in.Gateway, own: len(own)}
 	if s := in.ListenerSetGateway; s != nil {
-		p.sets = &room{gw: s.Gateway, exists: true, managed: s.Managed, since: s.CarriedSince, taken: rules.TakeAdded(p.board, s.Gateway, s.Managed, sources)}
+		added := rules.TakeAdded(p.board, s.Gateway, s.Managed, sources)
+		p.sets = &room{gw: s.Gateway, exists: true, managed: s.Managed, since: s.CarriedSince, taken: added, added: added}
 	}
 	if in.Pool == nil {
 		return p
@@ -170,7 +172,7 @@ func (p *pool) place(src *rules.Source, grants map[string][]gwv1.ReferenceGrant,
 	switch {
 	case !p.pooled:
 		head := p.rooms[0]
-		if len(t.Fits) > head.free() {
+		if len(t.Fits) > rules.Room(src.Kind, p.head, p.own, 0)-(head.taken-p.own) {
 			return t.NoRoom(rules.TooManyListenersMessage(gatewayKey(p.head), head.taken, src.Kind, len(t.Fits))), head
 		}
 		return p.commit(src, t, t.Fits, head), head
@@ -240,7 +242,7 @@ func (p *pool) placeSet(src *rules.Source, t rules.Trial) ([]rules.Placement, *r
 		gw.Namespace, gw.Name = p.head.Namespace, rules.ListenerSetGatewayName(p.head.Name)
 		p.sets = &room{gw: gw}
 	}
-	if r := p.sets; len(t.Fits) > r.free() {
+	if r := p.sets; len(t.Fits) > rules.Room(src.Kind, p.head, p.own, r.added)-(r.taken-r.added) {
 		return t.NoRoom(rules.TooManyListenersMessage(gatewayKey(r.gw), r.taken, src.Kind, len(t.Fits))), p.rooms[0]
 	}
 	return p.commit(src, t, t.Fits, p.sets), p.sets

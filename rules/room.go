@@ -25,7 +25,9 @@ func TakeAdded(b *Board, gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], s
 // the Gateways a fold of gw fills before any is placed: for fragments, gw's
 // MaxListeners but its own listeners (own), unlimited on a pool's head,
 // which grows; for ListenerSets, the MaxListeners of the Gateway of the
-// ListenerSets but the listeners someone else added there (added).
+// ListenerSets but the listeners someone else added there (added). The
+// fold and admission both count by it; how a pool's head spreads fragments
+// over its Gateways is the fold's alone.
 func Room(kind string, gw *gwv1.Gateway, own, added int) int {
 	switch {
 	case kind == KindListenerSet:
