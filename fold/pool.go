@@ -78,7 +78,7 @@ type room struct {
 	// that stay on it and are not placed yet; added those someone else
 	// added to a Gateway gatefold created (rules.TakeAdded).
 	taken, reserved, added int
-	listeners       []gwv1.Listener
+	listeners              []gwv1.Listener
 }
 
 func (r *room) free() int { return rules.MaxListeners - r.taken - r.reserved }
