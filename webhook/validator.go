@@ -176,10 +176,10 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *claims.View, 
 		return nil, 0, err
 	}
 	stored := rules.Stored{Gateway: gw, Grants: map[string][]gwv1.ReferenceGrant{}, Skip: rules.FragmentRef(lf)}
-	if len(listenerSets) > 0 {
-		if stored.ListenerSets, err = view.Gateway(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: rules.ListenerSetGatewayName(gw.Name)}); err != nil {
-			return nil, 0, err
-		}
+	// Read whether or not ListenerSets are left: what someone added to it
+	// holds its tuples for the fold either way.
+	if stored.ListenerSets, err = view.Gateway(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: rules.ListenerSetGatewayName(gw.Name)}); err != nil {
+		return nil, 0, err
 	}
 	if stored.Sources, err = view.Placed(ctx, gw, append(fragments, listenerSets...)); err != nil {
 		// Another tenant's namespace: the requester is not told which.

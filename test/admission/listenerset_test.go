@@ -148,10 +148,14 @@ func TestListenerSetsTakeNoRoomOfTheGateway(t *testing.T) {
 func TestGatewayOfTheListenerSetsDecidesWhatTheyHold(t *testing.T) {
 	tests := map[string]struct {
 		gatefolds bool
-		want      string // the denial of a fragment wanting added.example.com; "" for none
+		// noSets leaves the parent without ListenerSets.
+		noSets bool
+		want   string // the denial of a fragment wanting added.example.com; "" for none
 	}{
 		"not gatefold's: its ListenerSets deny nothing": {},
 		"gatefold's: what someone added there holds its tuple": {gatefolds: true,
+			want: "already taken on Gateway %s/shared by a listener (HTTPS) someone added to Gateway %[1]s/shared-listenersets"},
+		"gatefold's, its ListenerSets gone: what someone added there still holds": {gatefolds: true, noSets: true,
 			want: "already taken on Gateway %s/shared by a listener (HTTPS) someone added to Gateway %[1]s/shared-listenersets"},
 	}
 	for name, tc := range tests {
@@ -166,9 +170,11 @@ func TestGatewayOfTheListenerSetsDecidesWhatTheyHold(t *testing.T) {
 			}
 			mustCreate(t, sets)
 			waitCached(t, sets)
-			ls := newListenerSet(shop, "storefront", gw, https("web", "app.example.com"))
-			mustCreate(t, ls)
-			waitCached(t, ls)
+			if !tc.noSets {
+				ls := newListenerSet(shop, "storefront", gw, https("web", "app.example.com"))
+				mustCreate(t, ls)
+				waitCached(t, ls)
+			}
 
 			err := env.Client.Create(context.Background(), newFragment(blog, "added", gw, https("https", "added.example.com")))
 			if tc.want == "" {
@@ -179,6 +185,9 @@ func TestGatewayOfTheListenerSetsDecidesWhatTheyHold(t *testing.T) {
 				return
 			}
 			wantDenied(t, err, fmt.Sprintf(tc.want, infra))
+			if tc.noSets {
+				return
+			}
 			err = env.Client.Create(context.Background(), newFragment(blog, "home", gw, https("https", "app.example.com")))
 			wantDenied(t, err, "by a listener (HTTPS) of a ListenerSet in another namespace")
 		})
