@@ -10,6 +10,7 @@ COPY cmd/ cmd/
 COPY fold/ fold/
 COPY internal/ internal/
 COPY merger/ merger/
+COPY routing/ routing/
 COPY rules/ rules/
 COPY webhook/ webhook/
 ARG VERSION=dev
