@@ -93,10 +93,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // idle says whether gatefold has nothing to do for route, now or on a
-// resync: it names no source, carries no entry for one and has no derived
-// route. An event brings it back when one of those changes.
+// resync: it names no source, carries no entry of gatefold's and has no
+// derived route. An event brings it back when one of those changes.
 func (r *Reconciler) idle(ctx context.Context, route *unstructured.Unstructured) (bool, error) {
-	if len(parentSources(route)) > 0 || hasSourceEntry(route) {
+	if len(parentSources(route)) > 0 || hasOwnEntry(route) {
 		return false, nil
 	}
 	derived, err := r.listDerived(ctx, client.ObjectKeyFromObject(route), route.GetUID())

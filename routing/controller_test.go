@@ -237,22 +237,33 @@ func TestUsersCopyOfDerivedRouteIsLeftAlone(t *testing.T) {
 	}
 }
 
-// Entries for a fragment parentRef that another controller wrote stay; an
-// acceptance through a ListenerSet under the controllerName of a class
-// whose ListenerSets gatefold no longer folds was gatefold's, and goes.
-func TestStaleEntriesOfAnotherController(t *testing.T) {
-	at := func(ref gwv1.ParentReference, controller gwv1.GatewayController, status metav1.ConditionStatus) gwv1.RouteParentStatus {
-		return gwv1.RouteParentStatus{ParentRef: ref, ControllerName: controller, Conditions: []metav1.Condition{{Type: string(gwv1.RouteConditionAccepted),
-			Status: status, Reason: "R", ObservedGeneration: 1, LastTransitionTime: metav1.Now()}}}
+// A replica that starts (no memory of its writes) removes the entries that
+// carry gatefold's marker and that no parentRef of the route is served by,
+// whatever they say, and no entry without the marker: an implementation
+// that supports ListenerSets itself, advertised or not, keeps its entries.
+func TestStaleEntriesAreGatefoldsMarkedOnes(t *testing.T) {
+	at := func(ref gwv1.ParentReference, controller gwv1.GatewayController, status metav1.ConditionStatus, marked bool) gwv1.RouteParentStatus {
+		conds := []metav1.Condition{{Type: string(gwv1.RouteConditionAccepted), Status: status, Reason: "R", ObservedGeneration: 1, LastTransitionTime: metav1.Now()}}
+		if marked {
+			conds = append(conds, metav1.Condition{Type: v1alpha1.RouteConditionDerived, Status: metav1.ConditionTrue, Reason: v1alpha1.RouteReasonDerived,
+				ObservedGeneration: 1, LastTransitionTime: metav1.Now()})
+		}
+		return gwv1.RouteParentStatus{ParentRef: ref, ControllerName: controller, Conditions: conds}
 	}
 	set := gwv1.ParentReference{Kind: ptr.To(gwv1.Kind("ListenerSet")), Name: "ls"}
+	gone := gwv1.ParentReference{Group: fragment.Group, Kind: fragment.Kind, Name: "gone"}
 	tests := map[string]struct {
 		entry gwv1.RouteParentStatus
 		kept  bool
 	}{
-		"another controller's entry for the fragment":            {entry: at(fragment, "example.com/other", metav1.ConditionFalse), kept: true},
-		"an acceptance through a ListenerSet no longer folded":   {entry: at(set, impl, metav1.ConditionTrue)},
-		"a refusal through a ListenerSet, by its implementation": {entry: at(set, impl, metav1.ConditionFalse), kept: true},
+		"another controller's entry for the fragment":               {entry: at(fragment, "example.com/other", metav1.ConditionFalse, false), kept: true},
+		"an acceptance through a ListenerSet by its implementation": {entry: at(set, "example.com/native", metav1.ConditionTrue, false), kept: true},
+		"an acceptance through a ListenerSet under a folded class":  {entry: at(set, impl, metav1.ConditionTrue, false), kept: true},
+		"an acceptance through a gone fragment, not gatefold's":     {entry: at(gone, impl, metav1.ConditionTrue, false), kept: true},
+		"gatefold's acceptance through a ListenerSet":               {entry: at(set, impl, metav1.ConditionTrue, true)},
+		"gatefold's Pending through a ListenerSet":                  {entry: at(set, impl, metav1.ConditionUnknown, true)},
+		"gatefold's refusal through a gone fragment":                {entry: at(gone, impl, metav1.ConditionFalse, true)},
+		"gatefold's entry for the fragment under its former class":  {entry: at(fragment, "example.com/former", metav1.ConditionTrue, true)},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -268,9 +279,9 @@ func TestStaleEntriesOfAnotherController(t *testing.T) {
 				return p.ControllerName == tc.entry.ControllerName && reflect.DeepEqual(p.ParentRef, tc.entry.ParentRef)
 			})
 			if kept != tc.kept || !slices.ContainsFunc(entries, func(p gwv1.RouteParentStatus) bool {
-				return p.ControllerName == impl && reflect.DeepEqual(p.ParentRef, fragment)
+				return p.ControllerName == impl && reflect.DeepEqual(p.ParentRef, fragment) && own(p)
 			}) {
-				t.Errorf("entries %+v: the stored one kept %v, want %v, and gatefold's for the fragment", entries, kept, tc.kept)
+				t.Errorf("entries %+v: the stored one kept %v, want %v, and gatefold's marked one for the fragment", entries, kept, tc.kept)
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package routing
 
 import (
-	"slices"
 	"sync"
 	"time"
 
@@ -76,17 +75,6 @@ func (m *writtenMemo) wrote(key types.NamespacedName, uid types.UID, gen int64, 
 		next.drops = last.drops + 1
 	}
 	m.last[key] = next
-}
-
-// had says whether gatefold's last write of the route, of UID uid in
-// namespace ns, had an entry for p's parentRef and controllerName.
-func (m *writtenMemo) had(key types.NamespacedName, uid types.UID, ns string, p gwv1.RouteParentStatus) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	last, ok := m.last[key]
-	return ok && last.uid == uid && slices.ContainsFunc(last.entries, func(e gwv1.RouteParentStatus) bool {
-		return e.ControllerName == p.ControllerName && sameParent(ns, e.ParentRef, p.ParentRef)
-	})
 }
 
 func (m *writtenMemo) forget(key types.NamespacedName) {

@@ -171,7 +171,7 @@ func setupKind(ctx context.Context, mgr ctrl.Manager, gvk schema.GroupVersionKin
 
 // routeChanged passes a route's creation and deletion, and an update of a
 // route that matters to gatefold: a derived route, or a route that names a
-// source or carries an entry for one, before or after. Other routes'
+// source or carries an entry of gatefold's, before or after. Other routes'
 // updates, an implementation's status writes included, queue nothing.
 var routeChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool { return concerns(e.ObjectOld) || concerns(e.ObjectNew) },
@@ -180,7 +180,7 @@ var routeChanged = predicate.Funcs{
 // concerns says whether gatefold serves route o or made it.
 func concerns(o client.Object) bool {
 	u, ok := o.(*unstructured.Unstructured)
-	return ok && (derivedFrom(u) != "" || len(parentSources(u)) > 0 || hasSourceEntry(u))
+	return ok && (derivedFrom(u) != "" || len(parentSources(u)) > 0 || hasOwnEntry(u))
 }
 
 // userRouteOf maps a user route to itself, and a derived route to the user

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -50,21 +49,38 @@ func statusOf(u *unstructured.Unstructured) ([]gwv1.RouteParentStatus, error) {
 	return st.Parents, err
 }
 
-// hasSourceEntry says whether route's status.parents has an entry for a
-// parentRef that names a ListenerFragment or a ListenerSet.
-func hasSourceEntry(route *unstructured.Unstructured) bool {
+// hasOwnEntry says whether route's status.parents has an entry gatefold
+// wrote.
+func hasOwnEntry(route *unstructured.Unstructured) bool {
 	parents, err := statusOf(route)
-	return err == nil && slices.ContainsFunc(parents, func(p gwv1.RouteParentStatus) bool {
-		_, ok := rules.RouteParent(route.GetNamespace(), p.ParentRef)
-		return ok
-	})
+	return err == nil && slices.ContainsFunc(parents, own)
 }
 
-// conditions returns the conditions of the user route for v, at
-// generation gen: gatefold's refusal, else what the implementation said of
-// the derived routes' sections of v: Accepted when any section is,
-// ResolvedRefs the worst, other types as the first section reporting them.
+// own says whether entry p is gatefold's: it carries the marker
+// RouteConditionDerived, which a restart does not forget. Entries without
+// it are another writer's, whatever parentRef, controllerName or
+// conditions they have.
+func own(p gwv1.RouteParentStatus) bool {
+	return meta.FindStatusCondition(p.Conditions, v1alpha1.RouteConditionDerived) != nil
+}
+
+// maxConditions is how many conditions a status.parents entry may have.
+const maxConditions = 8
+
+// conditions returns the conditions of the user route's entry for v, at
+// generation gen: judged's, and the marker RouteConditionDerived.
 func conditions(v verdict, gen int64, derived derived) []metav1.Condition {
+	return append(judged(v, gen, derived), metav1.Condition{Type: v1alpha1.RouteConditionDerived, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.RouteReasonDerived, ObservedGeneration: gen,
+		Message: "Written by gatefold, which serves this parentRef through derived routes (gf-) in this namespace"})
+}
+
+// judged returns the conditions of the user route for v, at generation
+// gen: gatefold's refusal, else what the implementation said of the
+// derived routes' sections of v: Accepted when any section is,
+// ResolvedRefs the worst, other types as the first section reporting them,
+// as many as fit beside the marker.
+func judged(v verdict, gen int64, derived derived) []metav1.Condition {
 	accepted := metav1.Condition{Type: string(gwv1.RouteConditionAccepted), ObservedGeneration: gen}
 	if v.att.Reason == gwv1.RouteReasonPending {
 		return waiting(gen)
@@ -92,7 +108,7 @@ func conditions(v verdict, gen int64, derived derived) []metav1.Condition {
 			case string(gwv1.RouteConditionResolvedRefs):
 				refs = append(refs, c)
 			default:
-				if meta.FindStatusCondition(others, c.Type) == nil {
+				if meta.FindStatusCondition(others, c.Type) == nil && len(others) < maxConditions-3 {
 					others = append(others, c)
 				}
 			}
@@ -198,90 +214,17 @@ func sameParent(ns string, a, b gwv1.ParentReference) bool {
 	return norm(a) == norm(b)
 }
 
-// claims says whether entry p, for a parentRef naming a source of kind
-// kind that no verdict matches, is one gatefold wrote and must remove:
-// wrote says gatefold's last write of the route had it; controller is the
-// controllerName of the class of a fragment's Gateway, "" when unknown;
-// native are the controllerNames of the classes supporting ListenerSets
-// themselves. Entries of other controllers stay: an implementation that
-// does not support ListenerSets never accepts a route through one, and none
-// but gatefold through a fragment.
-func (r *Reconciler) claims(p gwv1.RouteParentStatus, kind string, controller gwv1.GatewayController, native sets.Set[gwv1.GatewayController], wrote bool) bool {
-	accepted := meta.IsStatusConditionTrue(p.Conditions, string(gwv1.RouteConditionAccepted))
-	switch {
-	case wrote:
-		return true
-	case kind == rules.KindListenerFragment && controller != "":
-		return p.ControllerName == controller
-	case kind == rules.KindListenerFragment:
-		return accepted
-	case native.Has(p.ControllerName):
-		return false
-	}
-	return r.ListenerSetControllers.Has(string(p.ControllerName)) || accepted
-}
-
-// staleEntries returns the indexes in stored of the entries gatefold wrote
-// for parentRefs no verdict matches: they go.
-func (r *Reconciler) staleEntries(ctx context.Context, route *unstructured.Unstructured, stored []gwv1.RouteParentStatus, verdicts []verdict) (sets.Set[int], error) {
-	out := sets.New[int]()
-	ns, key := route.GetNamespace(), client.ObjectKeyFromObject(route)
-	var native sets.Set[gwv1.GatewayController]
-	for i, p := range stored {
-		src, ok := rules.RouteParent(ns, p.ParentRef)
-		if !ok || slices.ContainsFunc(verdicts, func(v verdict) bool { return v.matches(ns, p) }) {
-			continue
-		}
-		var controller gwv1.GatewayController
-		if src.Kind == rules.KindListenerFragment {
-			s, c, err := r.source(ctx, src)
-			if err != nil {
-				return nil, err
-			}
-			if s != nil {
-				controller = c
-			}
-		} else if native == nil {
-			var err error
-			if native, err = r.nativeControllers(ctx); err != nil {
-				return nil, err
-			}
-		}
-		if r.claims(p, src.Kind, controller, native, r.written.had(key, route.GetUID(), ns, p)) {
-			out.Insert(i)
-		}
-	}
-	return out, nil
-}
-
 // matches says whether stored entry p is v's.
 func (v verdict) matches(ns string, p gwv1.RouteParentStatus) bool {
 	return v.controller == p.ControllerName && sameParent(ns, p.ParentRef, v.ref)
 }
 
-// nativeControllers returns the controllerNames of the classes whose
-// implementation supports ListenerSets itself: their entries for
-// ListenerSet parentRefs are the implementation's.
-func (r *Reconciler) nativeControllers(ctx context.Context) (sets.Set[gwv1.GatewayController], error) {
-	list := &gwv1.GatewayClassList{}
-	if err := r.Client.List(ctx, list); err != nil {
-		return nil, fmt.Errorf("listing GatewayClasses: %w", err)
-	}
-	native := sets.New[gwv1.GatewayController]()
-	for i := range list.Items {
-		if rules.SupportsListenerSets(&list.Items[i]) {
-			native.Insert(list.Items[i].Spec.ControllerName)
-		}
-	}
-	return native, nil
-}
-
 // parents returns the route's status.parents with gatefold's entries as
 // the verdicts say, and those entries alone: an entry per verdict, in place
 // of the stored one, whose conditions keep their lastTransitionTime while
-// their status stands; the stale entries, by index in stored, go; the
-// entries of other parentRefs and other controllers are kept.
-func parents(route *unstructured.Unstructured, stored []gwv1.RouteParentStatus, verdicts []verdict, derived derived, stale sets.Set[int]) (all, ours []gwv1.RouteParentStatus) {
+// their status stands; gatefold's own entries that no verdict matches go;
+// the entries of other parentRefs and other writers are kept.
+func parents(route *unstructured.Unstructured, stored []gwv1.RouteParentStatus, verdicts []verdict, derived derived) (all, ours []gwv1.RouteParentStatus) {
 	ns := route.GetNamespace()
 	entry := func(v verdict) gwv1.RouteParentStatus {
 		e := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: v.controller}
@@ -298,13 +241,13 @@ func parents(route *unstructured.Unstructured, stored []gwv1.RouteParentStatus, 
 		return e
 	}
 	done := make([]bool, len(verdicts))
-	for j, p := range stored {
+	for _, p := range stored {
 		i := slices.IndexFunc(verdicts, func(v verdict) bool { return v.matches(ns, p) })
 		switch {
 		case i >= 0 && !done[i]:
 			e := entry(verdicts[i])
 			all, ours, done[i] = append(all, e), append(ours, e), true
-		case i < 0 && !stale.Has(j):
+		case i < 0 && !own(p):
 			all = append(all, p)
 		}
 	}
@@ -340,11 +283,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, route *unstructured.Unstru
 	if err != nil {
 		return 0, err
 	}
-	stale, err := r.staleEntries(ctx, route, stored, verdicts)
-	if err != nil {
-		return 0, err
-	}
-	want, ours := parents(route, stored, verdicts, derived, stale)
+	want, ours := parents(route, stored, verdicts, derived)
 	if dropped := len(verdicts) - len(ours); dropped > 0 {
 		r.tooManyParents(ctx, route, dropped)
 	}

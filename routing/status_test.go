@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -23,6 +22,8 @@ import (
 const impl gwv1.GatewayController = "example.com/gateway"
 
 var (
+	// marker is the condition that makes an entry gatefold's.
+	marker   = metav1.Condition{Type: v1alpha1.RouteConditionDerived, Status: metav1.ConditionTrue, Reason: v1alpha1.RouteReasonDerived, ObservedGeneration: 1}
 	gw       = types.NamespacedName{Namespace: "infra", Name: "shared"}
 	fragment = gwv1.ParentReference{Group: ptr.To(gwv1.Group("gatefold.dev")), Kind: ptr.To(gwv1.Kind("ListenerFragment")), Name: "lf", SectionName: ptr.To(gwv1.SectionName("web"))}
 	landing  = rules.Landing{Gateway: gw, Listener: gwv1.Listener{Name: "shop-lf-web-hash"}}
@@ -110,12 +111,12 @@ func TestParentsKeepOthersAndDropStaleEntries(t *testing.T) {
 	staleFragment := gwv1.ParentReference{Group: ptr.To(gwv1.Group("gatefold.dev")), Kind: ptr.To(gwv1.Kind("ListenerFragment")), Name: "gone"}
 	stored := []gwv1.RouteParentStatus{
 		{ParentRef: gatewayRef, ControllerName: impl, Conditions: cond(metav1.ConditionTrue)},
-		{ParentRef: staleFragment, ControllerName: impl, Conditions: cond(metav1.ConditionTrue)},
+		{ParentRef: staleFragment, ControllerName: impl, Conditions: append(cond(metav1.ConditionTrue), marker)},
 		{ParentRef: otherSet, ControllerName: "example.com/native", Conditions: cond(metav1.ConditionTrue)},
 		{ParentRef: fragment, ControllerName: impl, Conditions: cond(metav1.ConditionFalse)},
 	}
 	refusal := verdict{ref: fragment, controller: impl, att: rules.Attachment{Reason: gwv1.RouteReasonNotAllowedByListeners, Message: "m"}}
-	all, ours := parents(route, stored, []verdict{refusal}, derived{}, sets.New(1))
+	all, ours := parents(route, stored, []verdict{refusal}, derived{})
 	if len(all) != 3 || all[0].ParentRef.Name != "shared" || all[1].ParentRef.Name != "native" || all[2].ParentRef.Name != "lf" {
 		t.Fatalf("parents = %+v, want the Gateway's and the native ListenerSet's entries kept in place, the stale fragment's dropped, and gatefold's", all)
 	}
@@ -126,7 +127,7 @@ func TestParentsKeepOthersAndDropStaleEntries(t *testing.T) {
 	if c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.RouteReasonNotAllowedByListeners) || c.ObservedGeneration != 2 || c.LastTransitionTime != stored[3].Conditions[0].LastTransitionTime {
 		t.Errorf("gatefold's Accepted = %+v, want False/NotAllowedByListeners at generation 2, keeping the stored lastTransitionTime", c)
 	}
-	if again, _ := parents(route, all, []verdict{refusal}, derived{}, nil); !equalParents(again, all) {
+	if again, _ := parents(route, all, []verdict{refusal}, derived{}); !equalParents(again, all) {
 		t.Errorf("parents of what they returned = %+v, want the same: nothing to write", again)
 	}
 }
@@ -159,47 +160,10 @@ func TestReplacedEntriesAreWrittenAgainWithABackoff(t *testing.T) {
 	}
 }
 
-// gatefold removes the entries it wrote for parentRefs it no longer judges,
-// and those alone: a class that supports ListenerSets itself writes its own
-// entries for them, even under a controllerName gatefold folds for other
-// classes, and another implementation may write entries for a fragment.
-func TestClaimsOnlyEntriesGatefoldWrote(t *testing.T) {
-	r := &Reconciler{ListenerSetControllers: sets.New(string(impl))}
-	accepted := []metav1.Condition{{Type: string(gwv1.RouteConditionAccepted), Status: metav1.ConditionTrue}}
-	refused := []metav1.Condition{{Type: string(gwv1.RouteConditionAccepted), Status: metav1.ConditionFalse}}
-	tests := map[string]struct {
-		kind       string
-		entry      gwv1.GatewayController
-		conditions []metav1.Condition
-		controller gwv1.GatewayController // of the fragment's class, "" when unknown
-		native     sets.Set[gwv1.GatewayController]
-		wrote      bool
-		claimed    bool
-	}{
-		"a ListenerSet's entry of a native class":            {kind: rules.KindListenerSet, entry: impl, native: sets.New(impl)},
-		"a ListenerSet's entry of an opted-in class":         {kind: rules.KindListenerSet, entry: impl, conditions: refused, claimed: true},
-		"a ListenerSet's refusal by a class not opted in":    {kind: rules.KindListenerSet, entry: "example.com/other", conditions: refused},
-		"a ListenerSet's acceptance by a class not opted in": {kind: rules.KindListenerSet, entry: "example.com/other", conditions: accepted, claimed: true},
-		"a ListenerSet's entry gatefold wrote last":          {kind: rules.KindListenerSet, entry: "example.com/other", conditions: refused, wrote: true, claimed: true},
-		"a fragment's entry of its class":                    {kind: rules.KindListenerFragment, entry: impl, conditions: refused, controller: impl, claimed: true},
-		"a fragment's entry of another controller":           {kind: rules.KindListenerFragment, entry: "example.com/other", conditions: accepted, controller: impl},
-		"a gone fragment's acceptance":                       {kind: rules.KindListenerFragment, entry: impl, conditions: accepted, claimed: true},
-		"a gone fragment's refusal":                          {kind: rules.KindListenerFragment, entry: impl, conditions: refused},
-		"a gone fragment's entry gatefold wrote last":        {kind: rules.KindListenerFragment, entry: impl, conditions: refused, wrote: true, claimed: true},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			p := gwv1.RouteParentStatus{ControllerName: tc.entry, Conditions: tc.conditions}
-			if got := r.claims(p, tc.kind, tc.controller, tc.native, tc.wrote); got != tc.claimed {
-				t.Errorf("claims = %v, want %v", got, tc.claimed)
-			}
-		})
-	}
-}
-
-// The entry carries the implementation's other condition types, and says
-// ResolvedRefs Unknown with a reason of its own while it waits: upstream
-// defines Pending for Accepted alone.
+// The entry carries the implementation's other condition types, as many
+// as fit beside gatefold's marker, and says ResolvedRefs Unknown with a
+// reason of its own while it waits: upstream defines Pending for Accepted
+// alone.
 func TestConditionsCarryOtherTypesAndWaitWithoutPending(t *testing.T) {
 	accepted := verdict{ref: fragment, controller: impl, att: rules.Attachment{Reason: gwv1.RouteReasonAccepted, Landings: []rules.Landing{landing}}}
 	d := derivedWith(1, 2, 1, metav1.ConditionTrue)
@@ -208,6 +172,9 @@ func TestConditionsCarryOtherTypesAndWaitWithoutPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	st[0].Conditions = append(st[0].Conditions, metav1.Condition{Type: string(gwv1.RouteConditionPartiallyInvalid), Status: metav1.ConditionTrue, Reason: "UnsupportedValue", ObservedGeneration: 1})
+	for i := range maxConditions - len(st[0].Conditions) {
+		st[0].Conditions = append(st[0].Conditions, metav1.Condition{Type: fmt.Sprint("example.com/Other", i), Status: metav1.ConditionTrue, Reason: "R", ObservedGeneration: 1})
+	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&routeStatus{Parents: st})
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +183,9 @@ func TestConditionsCarryOtherTypesAndWaitWithoutPending(t *testing.T) {
 	got := conditions(accepted, 2, derived{routes: map[section]*unstructured.Unstructured{sectionOf(landing): d}})
 	if c := meta.FindStatusCondition(got, string(gwv1.RouteConditionPartiallyInvalid)); c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != 2 {
 		t.Errorf("PartiallyInvalid = %+v, want the implementation's True at generation 2", c)
+	}
+	if c := meta.FindStatusCondition(got, v1alpha1.RouteConditionDerived); len(got) != maxConditions || c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("%d conditions, %s = %+v; want %d, gatefold's marker True among them", len(got), v1alpha1.RouteConditionDerived, c, maxConditions)
 	}
 	waiting := conditions(accepted, 2, derived{})
 	if c := meta.FindStatusCondition(waiting, string(gwv1.RouteConditionResolvedRefs)); c == nil || c.Status != metav1.ConditionUnknown || c.Reason == reasonPending {
@@ -237,7 +207,7 @@ func TestParentsFitTheCap(t *testing.T) {
 		verdicts = append(verdicts, verdict{ref: gwv1.ParentReference{Group: fragment.Group, Kind: fragment.Kind, Name: gwv1.ObjectName(name)}, controller: impl,
 			att: rules.Attachment{Reason: gwv1.RouteReasonNoMatchingParent}})
 	}
-	all, ours := parents(route, stored, verdicts, derived{}, nil)
+	all, ours := parents(route, stored, verdicts, derived{})
 	if len(all) != maxParents || len(ours) != 1 || ours[0].ParentRef.Name != "a" || !equalParents(all[:maxParents-1], stored) {
 		t.Errorf("%d entries, gatefold's %+v; want %d: the others' and gatefold's first", len(all), ours, maxParents)
 	}

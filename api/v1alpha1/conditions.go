@@ -58,3 +58,17 @@ const (
 	// written.
 	FragmentReasonInvalid FragmentConditionReason = "Invalid"
 )
+
+// Route conditions gatefold writes.
+const (
+	// RouteConditionDerived, domain-prefixed as upstream allows for
+	// implementation-specific types, is True on every status.parents entry
+	// gatefold writes on a route for a ListenerFragment or ListenerSet
+	// parentRef: it marks the entry as gatefold's, which serves the parentRef
+	// through derived routes. gatefold removes entries that carry it, and
+	// only those, when their parentRef is no longer its to serve.
+	RouteConditionDerived = "gatefold.dev/Derived"
+
+	// RouteReasonDerived is used with RouteConditionDerived=True.
+	RouteReasonDerived = "DerivedRoutes"
+)
