@@ -405,3 +405,36 @@ func TestGatewayUpdateQueuesRoutesItMoves(t *testing.T) {
 		})
 	}
 }
+
+// The fold's judgement of a source's new generation, which may change its
+// status alone, queues the source's routes: they wait for it. Other status
+// changes do not.
+func TestFoldJudgingASourceQueuesItsRoutes(t *testing.T) {
+	accepted := func(status metav1.ConditionStatus, observed int64) []metav1.Condition {
+		return []metav1.Condition{{Type: string(v1alpha1.FragmentConditionAccepted), Status: status, ObservedGeneration: observed}}
+	}
+	fragmentAt := func(conds ...metav1.Condition) client.Object {
+		return &v1alpha1.ListenerFragment{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Status: v1alpha1.ListenerFragmentStatus{Conditions: conds}}
+	}
+	setAt := func(conds ...metav1.Condition) client.Object {
+		return &gwv1.ListenerSet{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Status: gwv1.ListenerSetStatus{Conditions: conds}}
+	}
+	programmed := metav1.Condition{Type: string(v1alpha1.FragmentConditionProgrammed), Status: metav1.ConditionFalse, ObservedGeneration: 2}
+	tests := map[string]struct {
+		old, new client.Object
+		queued   bool
+	}{
+		"a fragment refused at its new generation":   {old: fragmentAt(accepted(metav1.ConditionFalse, 1)...), new: fragmentAt(accepted(metav1.ConditionFalse, 2)...), queued: true},
+		"a ListenerSet judged at its new generation": {old: setAt(accepted(metav1.ConditionTrue, 1)...), new: setAt(accepted(metav1.ConditionFalse, 2)...), queued: true},
+		"a fragment no longer judged":                {old: fragmentAt(accepted(metav1.ConditionTrue, 2)...), new: fragmentAt(accepted(metav1.ConditionUnknown, 2)...), queued: true},
+		"a fragment's Programmed condition": {old: fragmentAt(accepted(metav1.ConditionFalse, 2)...),
+			new: fragmentAt(append(accepted(metav1.ConditionFalse, 2), programmed)...)},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := foldJudged.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.queued {
+				t.Errorf("queued %v, want %v", got, tc.queued)
+			}
+		})
+	}
+}

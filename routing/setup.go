@@ -146,13 +146,14 @@ func setupKind(ctx context.Context, mgr ctrl.Manager, gvk schema.GroupVersionKin
 	if err := mgr.GetFieldIndexer().IndexField(ctx, r.newRoute(), derivedOwnerIndex, derivedOwner); err != nil {
 		return fmt.Errorf("indexing derived %ss by the route that controls them: %w", gvk.Kind, err)
 	}
-	// Only spec changes of sources and Gateways move listeners; a route's
-	// status changes matter, since another writer may replace an entry.
+	// Only spec changes of sources and Gateways move listeners, and the
+	// fold judging a source ends its routes' wait; a route's status changes
+	// matter, since another writer may replace an entry.
+	sourceChanged := builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, foldJudged))
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("routing-"+strings.ToLower(gvk.Kind)).
 		Watches(r.newRoute(), handler.EnqueueRequestsFromMapFunc(userRouteOf), builder.WithPredicates(routeChanged)).
-		Watches(&v1alpha1.ListenerFragment{}, handler.EnqueueRequestsFromMapFunc(r.routesOfSource),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.ListenerFragment{}, handler.EnqueueRequestsFromMapFunc(r.routesOfSource), sourceChanged).
 		Watches(&gwv1.Gateway{}, r.gatewayHandler()).
 		// A class created, deleted or opted in or out changes which sources
 		// are gatefold's, and the controllerName of their entries.
@@ -163,8 +164,7 @@ func setupKind(ctx context.Context, mgr ctrl.Manager, gvk schema.GroupVersionKin
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.Workers, 1)})
 	if opts.ListenerSetControllers.Len() > 0 {
-		b = b.Watches(&gwv1.ListenerSet{}, handler.EnqueueRequestsFromMapFunc(r.routesOfSource),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+		b = b.Watches(&gwv1.ListenerSet{}, handler.EnqueueRequestsFromMapFunc(r.routesOfSource), sourceChanged)
 	}
 	return b.Complete(r)
 }
@@ -175,6 +175,24 @@ func setupKind(ctx context.Context, mgr ctrl.Manager, gvk schema.GroupVersionKin
 // updates, an implementation's status writes included, queue nothing.
 var routeChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool { return concerns(e.ObjectOld) || concerns(e.ObjectNew) },
+}
+
+// foldJudged passes a source's update that starts or ends its routes' wait
+// for the fold (rules.Folding): a change of its status alone, when the fold
+// refuses a new generation, which moves no listener.
+var foldJudged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, src := sourceOf(e.ObjectOld), sourceOf(e.ObjectNew)
+		return rules.Folding(&old) != rules.Folding(&src)
+	},
+}
+
+// sourceOf returns a ListenerFragment or a ListenerSet as a source.
+func sourceOf(o client.Object) rules.Source {
+	if ls, ok := o.(*gwv1.ListenerSet); ok {
+		return rules.FromListenerSet(ls)
+	}
+	return rules.FromFragment(o.(*v1alpha1.ListenerFragment))
 }
 
 // concerns says whether gatefold serves route o or made it.
@@ -209,11 +227,8 @@ func derivedFrom(o client.Object) string {
 // routesOfSource maps a ListenerFragment or a ListenerSet to the routes of
 // this kind that name it.
 func (r *Reconciler) routesOfSource(ctx context.Context, o client.Object) []reconcile.Request {
-	kind := rules.KindListenerFragment
-	if _, ok := o.(*gwv1.ListenerSet); ok {
-		kind = rules.KindListenerSet
-	}
-	return r.routesNaming(ctx, rules.SourceRef{Kind: kind, NamespacedName: client.ObjectKeyFromObject(o)})
+	src := sourceOf(o)
+	return r.routesNaming(ctx, src.Ref())
 }
 
 // gatewayHandler queues the routes a Gateway's change may move: for a

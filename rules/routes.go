@@ -110,7 +110,7 @@ func Attach(route Route, ref gwv1.ParentReference, src *Source, landed map[gwv1.
 		}
 	}
 	if len(folded) == 0 {
-		if folding(src) {
+		if Folding(src) {
 			return Attachment{Reason: gwv1.RouteReasonPending, Message: fmt.Sprintf("Waiting for gatefold to fold the listeners of %s", src.Ref())}
 		}
 		return Attachment{Reason: gwv1.RouteReasonNoMatchingParent, Message: notFoldedMessage(src.Ref(), selected)}
@@ -300,10 +300,10 @@ func listenerRefusal(src SourceRef, name gwv1.SectionName, n int, msg string) st
 	return fmt.Sprintf("No listener of %s accepts this route; listener %q %s", src, name, msg)
 }
 
-// folding says whether the fold has yet to judge src as it is now: its
+// Folding says whether the fold has yet to judge src as it is now: its
 // Accepted condition is Unknown, or of an older generation. A route made
 // with its parent then waits instead of being refused first.
-func folding(src *Source) bool {
+func Folding(src *Source) bool {
 	c := meta.FindStatusCondition(src.Status.Conditions, string(v1alpha1.FragmentConditionAccepted))
 	return c != nil && (c.Status == metav1.ConditionUnknown || c.ObservedGeneration < src.Generation)
 }

@@ -26,7 +26,7 @@ import (
 // controllers read these kinds at v1.
 func TestTLSAndTCPRoutesByFragment(t *testing.T) {
 	app := newNamespace(t)
-	gw := gateway(t)
+	gw := gateway(t, gwv1.NamespacesFromAll)
 	tls := fixture.Entry("tls", 8443, gwv1.TLSProtocolType, "t.example.com")
 	tls.TLS = &gwv1.ListenerTLSConfig{Mode: ptr.To(gwv1.TLSModePassthrough)}
 	lf := fixture.Fragment(app, "lf", gw, tls, fixture.Entry("db", 5432, gwv1.TCPProtocolType, ""), fixture.HTTPS("https", "t.example.com"))

@@ -63,7 +63,7 @@ type folded struct {
 // merger folded it.
 func fold(t *testing.T, ns string, allowed *gwv1.AllowedRoutes) folded {
 	t.Helper()
-	gw := gateway(t)
+	gw := gateway(t, gwv1.NamespacesFromAll)
 	web := fixture.Entry("web", 80, gwv1.HTTPProtocolType, "a.example.com")
 	web.AllowedRoutes = allowed
 	lf := fixture.Fragment(ns, "lf", gw, web)
@@ -73,13 +73,13 @@ func fold(t *testing.T, ns string, allowed *gwv1.AllowedRoutes) folded {
 }
 
 // gateway creates a Gateway of a new class of controller, in a namespace
-// of its own, admitting listeners from all namespaces.
-func gateway(t *testing.T) *gwv1.Gateway {
+// of its own, admitting listeners from the namespaces from says.
+func gateway(t *testing.T, from gwv1.FromNamespaces) *gwv1.Gateway {
 	t.Helper()
 	gc := fixture.GatewayClass(controller)
 	create(t, gc)
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, gc) })
-	gw := fixture.Gateway(newNamespace(t), gwv1.NamespacesFromAll)
+	gw := fixture.Gateway(newNamespace(t), from)
 	gw.Spec.GatewayClassName = gwv1.ObjectName(gc.Name)
 	create(t, gw)
 	return gw
@@ -292,6 +292,40 @@ func TestAllowedRoutesSameRefusesRouteOfAnotherNamespace(t *testing.T) {
 	wantDerived(t, mine, f.gw, v1alpha1.ListenerName(app, f.lf.Name, "web"))
 }
 
+// The fold refusing a fragment's new generation changes its status alone:
+// the route that waits for it is judged again at once, not on a resync.
+func TestRouteWaitingForTheFoldIsRefusedWithItsFragment(t *testing.T) {
+	app := newNamespace(t)
+	// The Gateway admits no listener of app: the fragment is refused.
+	lf := fixture.Fragment(app, "lf", gateway(t, gwv1.NamespacesFromSame), fixture.Entry("web", 80, gwv1.HTTPProtocolType, "a.example.com"))
+	create(t, lf)
+	ref := fragmentRef(lf, "api")
+	r := route(t, app, "web", ref)
+	wantEntry(t, r, ref, metav1.ConditionFalse, string(gwv1.RouteReasonNoMatchingParent))
+	// Renamed, the listener is the route's; the route waits for the fold.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		get(t, lf)
+		lf.Spec.Listeners[0].Name = "api"
+		return env.Client.Update(ctx, lf)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, settle, func() error {
+		got := &gwv1.HTTPRoute{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(r), got); err != nil {
+			return err
+		}
+		var c *metav1.Condition
+		if e := entry(got, controller, ref); e != nil {
+			c = meta.FindStatusCondition(e.Conditions, string(gwv1.RouteConditionAccepted))
+		}
+		if c == nil || c.Reason != string(gwv1.RouteReasonNoMatchingParent) || !strings.Contains(c.Message, "is not folded") {
+			return fmt.Errorf("HTTPRoute %s Accepted = %s, want False/NoMatchingParent: listener api is not folded", r.Name, testenv.ConditionString(c))
+		}
+		return nil
+	})
+}
+
 func TestHandEditOfDerivedRouteIsPutBack(t *testing.T) {
 	s := serve(t)
 	d := s.derived
@@ -439,7 +473,7 @@ func TestReplacedEntryIsWrittenAgainWithBackoff(t *testing.T) {
 // parent: the derived route names that Gateway.
 func TestRouteByListenerSetIsServedOnItsGateway(t *testing.T) {
 	app := newNamespace(t)
-	gw := gateway(t)
+	gw := gateway(t, gwv1.NamespacesFromAll)
 	ls := fixture.ListenerSet(app, "ls", gw, fixture.Entry("web", 80, gwv1.HTTPProtocolType, "a.example.com"))
 	create(t, ls)
 	landed := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: gw.Namespace, Name: rules.ListenerSetGatewayName(gw.Name)}}
