@@ -86,11 +86,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.result(err)
 	}
 	if len(derived.taken) > 0 {
-		// Looked at again with the error backoff, until the name is free.
-		return ctrl.Result{}, fmt.Errorf("%d derived route names of %s %s are taken by other objects", len(derived.taken), r.GVK.Kind, req.NamespacedName)
+		// No event comes when the holder of a name goes.
+		wait = soonest(takenRetry, wait)
 	}
 	return ctrl.Result{RequeueAfter: soonest(r.Resync, wait)}, nil
 }
+
+// takenRetry is how often, at the most, a route whose derived route's name
+// another object holds is looked at again, until the name is free.
+const takenRetry = 30 * time.Second
 
 // idle says whether gatefold has nothing to do for route, now or on a
 // resync: it names no source, carries no entry of gatefold's and has no

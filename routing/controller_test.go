@@ -170,8 +170,9 @@ func TestDerivedRouteNameHeldByAnother(t *testing.T) {
 		edit  func(d *unstructured.Unstructured)
 		taken bool
 	}{
-		"its labels removed":  {edit: func(d *unstructured.Unstructured) { d.SetLabels(nil) }},
-		"not the route's own": {edit: func(d *unstructured.Unstructured) { d.SetOwnerReferences(nil) }, taken: true},
+		"its labels removed":         {edit: func(d *unstructured.Unstructured) { d.SetLabels(nil) }},
+		"its ownerReference removed": {edit: func(d *unstructured.Unstructured) { d.SetOwnerReferences(nil) }},
+		"not the route's own":        {edit: func(d *unstructured.Unstructured) { d.SetOwnerReferences(nil); d.SetLabels(nil) }, taken: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -188,13 +189,13 @@ func TestDerivedRouteNameHeldByAnother(t *testing.T) {
 			res, err := r.Reconcile(ctx, req)
 			got := routes(t, c)[d.GetName()]
 			if !tc.taken {
-				if err != nil || got.GetLabels()[v1alpha1.DerivedLabel] != "true" {
-					t.Fatalf("Reconcile = %+v, %v; derived route labels %v, want them put back", res, err, got.GetLabels())
+				if err != nil || got.GetLabels()[v1alpha1.DerivedLabel] != "true" || metav1.GetControllerOf(got) == nil {
+					t.Fatalf("Reconcile = %+v, %v; derived route labels %v, controller %v, want them put back", res, err, got.GetLabels(), metav1.GetControllerOf(got))
 				}
 				return
 			}
-			if err == nil || res.RequeueAfter != 0 {
-				t.Errorf("Reconcile = %+v, %v; want an error, for the error backoff", res, err)
+			if err != nil || res.RequeueAfter != takenRetry {
+				t.Errorf("Reconcile = %+v, %v; want a look again after %v: no event comes when the name is free", res, err, takenRetry)
 			}
 			if metav1.GetControllerOf(got) != nil || got.GetResourceVersion() != d.GetResourceVersion() {
 				t.Errorf("the object holding the name was written: ownerReferences %+v", got.GetOwnerReferences())

@@ -232,14 +232,17 @@ func (r *Reconciler) createDerived(ctx context.Context, route, want *unstructure
 }
 
 // holder reads the object that holds want's name: it is returned when
-// route controls it, to be adopted; else a *nameTakenError, which a
-// Warning event on route reports.
+// route controls it, or nothing does and its labels say it was derived
+// from route (its ownerReference removed by hand), to be adopted; else a
+// *nameTakenError, which a Warning event on route reports.
 func (r *Reconciler) holder(ctx context.Context, route, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	got := r.newRoute()
 	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
 		return nil, fmt.Errorf("reading %s %s, whose name is taken: %w", r.GVK.Kind, klog.KObj(want), err)
 	}
-	if controlledBy(got, route.GetUID()) {
+	labels := got.GetLabels()
+	if controlledBy(got, route.GetUID()) || metav1.GetControllerOfNoCopy(got) == nil && labels[v1alpha1.DerivedLabel] == "true" &&
+		labels[v1alpha1.DerivedFromLabel] == want.GetLabels()[v1alpha1.DerivedFromLabel] {
 		log.FromContext(ctx).Info("Adopting a derived route", "route", klog.KObj(route), "derived", klog.KObj(got))
 		return got, nil
 	}
