@@ -204,7 +204,7 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (fold.I
 		r.carried.forget(key)
 		r.refusals.forget(key)
 		r.withdrawals.forget(key)
-		r.attached.forget(key)
+		r.attached.Forget(key)
 		r.pools.forget(key)
 	case err != nil:
 		return in, setsNotFolded, fmt.Errorf("reading Gateway %s: %w", key, err)

@@ -199,76 +199,34 @@ func attachedListenerSets(res fold.Result) int32 {
 	return n
 }
 
-// attachedMemo remembers, by Gateway, the count gatefold last applied, when,
-// and how many times in a row it applied it again after another writer
-// dropped it. A dropped count is applied again after a backoff that starts at
-// a second and doubles with each drop in a row, at most a resync period
-// (manager.RewriteBackoff): an implementation that writes its whole status after each of
+// attachedMemo remembers, by Gateway, the count gatefold last applied
+// (manager.Rewrites): a count another writer dropped is applied again after a
+// backoff, so an implementation that writes its whole status after each of
 // gatefold's applies costs a few applies, not a loop.
 type attachedMemo struct {
-	mu   sync.Mutex
-	last map[types.NamespacedName]attached
+	manager.Rewrites[types.NamespacedName, attachedCount]
 }
 
-type attached struct {
-	n  int32
-	at time.Time
-	// drops is how many times in a row n was found dropped and applied again.
-	drops int
-}
+// attachedCount is a count of attached ListenerSets as applied.
+type attachedCount int32
 
-// attachedStood is how long an applied count must stand, at the least, for
-// its backoff to start over: a writer that drops it a few seconds after each
-// apply otherwise resets the backoff every time and the two write in a loop.
-const attachedStood = time.Minute
+func (a attachedCount) Same(b attachedCount) bool { return a == b }
 
 // due says whether count n must be applied to gw now, and otherwise how long
 // until a count another writer dropped must be applied again (0: not at
-// all). A count found dropped twice its backoff, and attachedStood, or more
-// after gatefold applied it had stood: its backoff starts over.
+// all).
 func (m *attachedMemo) due(gw *gwv1.Gateway, n int32, now time.Time, resync time.Duration) (bool, time.Duration) {
 	if ptr.Deref(gw.Status.AttachedListenerSets, 0) == n {
 		return false, 0 // upstream reads a missing count as 0
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	key := client.ObjectKeyFromObject(gw)
-	last, ok := m.last[key]
-	if !ok || last.n != n {
-		return true, 0
-	}
-	since := now.Sub(last.at)
-	if since >= max(2*manager.RewriteBackoff(last.drops, resync), attachedStood) {
-		last.drops = 0
-		m.last[key] = last
-	}
-	if wait := manager.RewriteBackoff(last.drops, resync) - since; wait > 0 {
-		return false, wait
-	}
-	return true, 0
-}
-
-func (m *attachedMemo) forget(gw types.NamespacedName) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.last, gw)
+	due, wait, _ := m.Due(client.ObjectKeyFromObject(gw), attachedCount(n), now, resync)
+	return due, wait
 }
 
 // applied records that count n was applied to gw at now, and returns how
 // many times in a row it was applied again after a drop.
 func (m *attachedMemo) applied(gw *gwv1.Gateway, n int32, now time.Time) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.last == nil {
-		m.last = map[types.NamespacedName]attached{}
-	}
-	key := client.ObjectKeyFromObject(gw)
-	next := attached{n: n, at: now}
-	if last, ok := m.last[key]; ok && last.n == n {
-		next.drops = last.drops + 1
-	}
-	m.last[key] = next
-	return next.drops
+	return m.Wrote(client.ObjectKeyFromObject(gw), attachedCount(n), now)
 }
 
 // applyAttachedListenerSets server-side applies the Gateway's
@@ -302,7 +260,7 @@ func (r *Reconciler) releaseAttachedListenerSets(ctx context.Context, gw *gwv1.G
 	if err := r.applyGatewayStatus(ctx, gw, nil); err != nil {
 		return err
 	}
-	r.attached.forget(client.ObjectKeyFromObject(gw))
+	r.attached.Forget(client.ObjectKeyFromObject(gw))
 	log.FromContext(ctx).Info("Released the Gateway's attached ListenerSets: gatefold no longer folds its ListenerSets", "gateway", klog.KObj(gw))
 	return nil
 }

@@ -60,7 +60,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	route := r.newRoute()
 	switch err := r.Client.Get(ctx, req.NamespacedName, route); {
 	case apierrors.IsNotFound(err):
-		r.written.forget(req.NamespacedName)
+		r.written.Forget(req.NamespacedName)
 		if _, err := r.syncDerived(ctx, req.NamespacedName, nil, nil); err != nil {
 			return r.result(err)
 		}
@@ -107,7 +107,7 @@ func (r *Reconciler) idle(ctx context.Context, route *unstructured.Unstructured)
 	if err != nil || len(derived) > 0 {
 		return false, err
 	}
-	r.written.forget(client.ObjectKeyFromObject(route))
+	r.written.Forget(client.ObjectKeyFromObject(route))
 	return true, nil
 }
 

@@ -125,17 +125,6 @@ func Fenced(fence func() error) error {
 	return nil
 }
 
-// RewriteBackoff is how long to wait, from the last write of something
-// another writer keeps replacing, before writing it again after drops such
-// writes in a row: a second doubled drops times, at most resync when set.
-func RewriteBackoff(drops int, resync time.Duration) time.Duration {
-	d := time.Second << min(drops, 20)
-	if resync > 0 {
-		return min(d, resync)
-	}
-	return d
-}
-
 // ParentIndex indexes ListenerFragments and ListenerSets by "namespace/name"
 // of their Gateway.
 const ParentIndex = "gatefold.dev/parent-gateway"
