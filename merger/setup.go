@@ -19,6 +19,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/rules"
 )
 
@@ -161,16 +162,14 @@ func parentOfListenerSet(_ context.Context, o client.Object) []reconcile.Request
 
 // gatewaysOfClass maps a GatewayClass to its Gateways.
 func (r *Reconciler) gatewaysOfClass(ctx context.Context, o client.Object) []reconcile.Request {
-	list := &gwv1.GatewayList{}
-	if err := r.Client.List(ctx, list, client.DisableReadYourWritesConsistency); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the Gateways of a GatewayClass", "gatewayClass", o.GetName())
+	gateways, err := manager.GatewaysOfClass(ctx, r.Client, o.GetName())
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Mapping a GatewayClass to its Gateways", "gatewayClass", o.GetName())
 		return nil
 	}
-	var out []reconcile.Request
-	for _, gw := range list.Items {
-		if string(gw.Spec.GatewayClassName) == o.GetName() {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&gw)})
-		}
+	out := make([]reconcile.Request, len(gateways))
+	for i, gw := range gateways {
+		out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(gw)}
 	}
 	return out
 }

@@ -331,16 +331,14 @@ func (r *Reconciler) routesOfNamespace(ctx context.Context, o client.Object) []r
 // routesOfClass maps a GatewayClass to the routes naming the sources of its
 // Gateways.
 func (r *Reconciler) routesOfClass(ctx context.Context, o client.Object) []reconcile.Request {
-	list := &gwv1.GatewayList{}
-	if err := r.Client.List(ctx, list, client.DisableReadYourWritesConsistency); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the Gateways of a GatewayClass", "gatewayClass", o.GetName())
+	gateways, err := manager.GatewaysOfClass(ctx, r.Client, o.GetName())
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Mapping a GatewayClass to its routes", "gatewayClass", o.GetName())
 		return nil
 	}
 	var out []reconcile.Request
-	for i := range list.Items {
-		if string(list.Items[i].Spec.GatewayClassName) == o.GetName() {
-			out = append(out, r.routesOfGateway(ctx, &list.Items[i])...)
-		}
+	for _, gw := range gateways {
+		out = append(out, r.routesOfGateway(ctx, gw)...)
 	}
 	return out
 }

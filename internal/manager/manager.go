@@ -163,3 +163,19 @@ func WithListenerSets(o ctrl.Options) ctrl.Options {
 	o.Cache.ByObject[&gwv1.ListenerSet{}] = cache.ByObject{Transform: keep}
 	return o
 }
+
+// GatewaysOfClass lists, from the cache, the Gateways of GatewayClass class,
+// for an event of the class.
+func GatewaysOfClass(ctx context.Context, c client.Reader, class string) ([]*gwv1.Gateway, error) {
+	list := &gwv1.GatewayList{}
+	if err := c.List(ctx, list, client.DisableReadYourWritesConsistency); err != nil {
+		return nil, fmt.Errorf("listing the Gateways of GatewayClass %s: %w", class, err)
+	}
+	var out []*gwv1.Gateway
+	for i := range list.Items {
+		if string(list.Items[i].Spec.GatewayClassName) == class {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
+}
