@@ -149,19 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if r.refusals.any(req.NamespacedName) {
 		refusal = refusalTTL
 	}
-	return ctrl.Result{RequeueAfter: soonest(r.Resync, prune, refusal, recount, fold.NextRetry(res.Withdrawn, in.Now))}, nil
-}
-
-// soonest is the shortest of the positive waits, or resync when none is
-// shorter; a resync of 0 is none.
-func soonest(resync time.Duration, waits ...time.Duration) time.Duration {
-	next := resync
-	for _, w := range waits {
-		if w > 0 && (next == 0 || w < next) {
-			next = w
-		}
-	}
-	return next
+	return ctrl.Result{RequeueAfter: manager.Soonest(r.Resync, prune, refusal, recount, fold.NextRetry(res.Withdrawn, in.Now))}, nil
 }
 
 // writes gathers what became of a reconcile's writes after the fold.

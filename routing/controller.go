@@ -87,9 +87,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if len(derived.taken) > 0 {
 		// No event comes when the holder of a name goes.
-		wait = soonest(takenRetry, wait)
+		wait = manager.Soonest(takenRetry, wait)
 	}
-	return ctrl.Result{RequeueAfter: soonest(r.Resync, wait)}, nil
+	return ctrl.Result{RequeueAfter: manager.Soonest(r.Resync, wait)}, nil
 }
 
 // takenRetry is how often, at the most, a route whose derived route's name
@@ -121,14 +121,6 @@ func (r *Reconciler) result(err error) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	return ctrl.Result{}, err
-}
-
-// soonest is the shortest positive wait, resync when none is shorter.
-func soonest(resync, wait time.Duration) time.Duration {
-	if wait > 0 && (resync == 0 || wait < resync) {
-		return wait
-	}
-	return resync
 }
 
 func (r *Reconciler) fenced() error { return manager.Fenced(r.Fence) }

@@ -125,6 +125,18 @@ func Fenced(fence func() error) error {
 	return nil
 }
 
+// Soonest is the shortest of the positive waits, or resync when none is
+// shorter; a resync of 0 is none: a reconcile's RequeueAfter.
+func Soonest(resync time.Duration, waits ...time.Duration) time.Duration {
+	next := resync
+	for _, w := range waits {
+		if w > 0 && (next == 0 || w < next) {
+			next = w
+		}
+	}
+	return next
+}
+
 // ParentIndex indexes ListenerFragments and ListenerSets by "namespace/name"
 // of their Gateway.
 const ParentIndex = "gatefold.dev/parent-gateway"
