@@ -76,8 +76,8 @@ func certificateNamespaces(o client.Object) []string {
 }
 
 // Setup registers the merger with the manager. It runs on the elected
-// leader only, like every controller; manager.IndexFragmentParents must have
-// been registered.
+// leader only, like every controller; manager.IndexFragmentParents and
+// manager.IndexPoolHeads must have been registered.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	r := &Reconciler{
 		Client:                 mgr.GetClient(),
@@ -92,9 +92,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ListenerFragment{}, certificateNamespaceIndex, certificateNamespaces); err != nil {
 		return fmt.Errorf("indexing fragments by certificate namespace: %w", err)
-	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &gwv1.Gateway{}, poolIndex, headOfSibling); err != nil {
-		return fmt.Errorf("indexing Gateways by pool head: %w", err)
 	}
 	listenerSets := opts.ListenerSetControllers.Len() > 0
 	if listenerSets {

@@ -19,6 +19,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/fold"
+	"github.com/gatefold/gatefold/internal/manager"
 	"github.com/gatefold/gatefold/rules"
 )
 
@@ -41,7 +42,7 @@ func (r *Reconciler) readPool(ctx context.Context, in *fold.Input) error {
 		if err := r.Client.List(ctx, list, client.InNamespace(gw.Namespace)); err != nil {
 			return fmt.Errorf("listing the Gateways of namespace %s: %w", gw.Namespace, err)
 		}
-	} else if err := r.Client.List(ctx, list, client.MatchingFields{poolIndex: client.ObjectKeyFromObject(gw).String()}, client.DisableReadYourWritesConsistency); err != nil {
+	} else if err := r.Client.List(ctx, list, client.MatchingFields{manager.PoolIndex: client.ObjectKeyFromObject(gw).String()}, client.DisableReadYourWritesConsistency); err != nil {
 		// Only an unmarked head still has siblings, which it never adds to:
 		// every other Gateway's fold waits on no one's writes.
 		return fmt.Errorf("listing the siblings of Gateway %s: %w", klog.KObj(gw), err)
@@ -96,17 +97,6 @@ func (r *Reconciler) readListenerSetGateway(ctx context.Context, in *fold.Input)
 // listenerSetGatewayKey is the key of the Gateway of parent's ListenerSets.
 func listenerSetGatewayKey(parent types.NamespacedName) types.NamespacedName {
 	return types.NamespacedName{Namespace: parent.Namespace, Name: rules.ListenerSetGatewayName(parent.Name)}
-}
-
-// poolIndex indexes Gateways by "namespace/name" of the head whose sibling
-// they are.
-const poolIndex = "gatefold.dev/pool-head"
-
-func headOfSibling(o client.Object) []string {
-	if head, ok := rules.HeadOf(o.(*gwv1.Gateway)); ok {
-		return []string{head.String()}
-	}
-	return nil
 }
 
 // prune deletes the siblings that have carried no folded listener for the

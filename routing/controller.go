@@ -257,14 +257,21 @@ func (r *Reconciler) source(ctx context.Context, ref rules.SourceRef) (*rules.So
 func (r *Reconciler) landings(ctx context.Context, src *rules.Source) (map[gwv1.SectionName]rules.Landing, error) {
 	parent := src.Parent()
 	list := &gwv1.GatewayList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(parent.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing the Gateways in %s: %w", parent.Namespace, err)
+	if err := r.Client.List(ctx, list, client.MatchingFields{manager.PoolIndex: parent.String()}, client.DisableReadYourWritesConsistency); err != nil {
+		return nil, fmt.Errorf("listing the Gateways Gateway %s heads: %w", parent, err)
+	}
+	head := &gwv1.Gateway{}
+	switch err := r.Client.Get(ctx, parent, head); {
+	case err == nil:
+		list.Items = append(list.Items, *head)
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("reading Gateway %s: %w", parent, err)
 	}
 	byName := map[gwv1.SectionName][]rules.Landing{}
 	for i := range list.Items {
 		gw := &list.Items[i]
 		key := client.ObjectKeyFromObject(gw)
-		if head, ok := rules.HeadOf(gw); (key != parent && (!ok || head != parent)) || !gw.DeletionTimestamp.IsZero() {
+		if !gw.DeletionTimestamp.IsZero() {
 			continue
 		}
 		for _, l := range gw.Spec.Listeners {

@@ -57,6 +57,7 @@ func cluster(t *testing.T, entries ...gwv1.RouteParentStatus) client.Client {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}
 	return fake.NewClientBuilder().WithScheme(withoutRoutes(t)).WithObjects(gc, gateway, lf, route, ns).WithStatusSubresource(route).
 		WithIndex(route, derivedOwnerIndex, derivedOwner).WithIndex(route, parentSourceIndex, parentSources).
+		WithIndex(&gwv1.Gateway{}, manager.PoolIndex, manager.PoolHeadOf).
 		WithIndex(&v1alpha1.ListenerFragment{}, manager.ParentIndex, func(o client.Object) []string {
 			return []string{rules.ParentOf(o.(*v1alpha1.ListenerFragment)).String()}
 		}).Build()

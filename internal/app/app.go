@@ -83,6 +83,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	if !o.SkipMerger {
+		if err := manager.IndexPoolHeads(ctx, mgr.GetFieldIndexer()); err != nil {
+			return nil, fmt.Errorf("indexing Gateways by pool head: %w", err)
+		}
 		if err := merger.Setup(ctx, mgr, o.Merger); err != nil {
 			return nil, fmt.Errorf("setting up the merger: %w", err)
 		}

@@ -155,6 +155,24 @@ func IndexFragmentParents(ctx context.Context, indexer client.FieldIndexer) erro
 	})
 }
 
+// PoolIndex indexes Gateways by "namespace/name" of the Gateway that heads
+// them (rules.HeadOf): a pool's siblings and the Gateway of its ListenerSets.
+const PoolIndex = "gatefold.dev/pool-head"
+
+// IndexPoolHeads registers PoolIndex on Gateways, once for the merger and
+// the routing controllers.
+func IndexPoolHeads(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &gwv1.Gateway{}, PoolIndex, PoolHeadOf)
+}
+
+// PoolHeadOf is a Gateway's PoolIndex value.
+func PoolHeadOf(o client.Object) []string {
+	if head, ok := rules.HeadOf(o.(*gwv1.Gateway)); ok {
+		return []string{head.String()}
+	}
+	return nil
+}
+
 // IndexListenerSetParents registers ParentIndex on ListenerSets, for
 // a replica that folds them (--listenerset-controllers). A ListenerSet whose
 // parentRef names another kind than Gateway is indexed under
