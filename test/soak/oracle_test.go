@@ -433,6 +433,15 @@ func (x *index) foldsSets(gw *gwv1.Gateway) bool {
 // admits says whether gw's allowedListeners admit namespace ns
 // (None, the default; Same; All; Selector on the namespace's labels).
 func (x *index) admits(gw *gwv1.Gateway, ns string) bool {
+	n, ok := x.namespaces[ns]
+	if !ok {
+		return allows(gw, ns, nil, false)
+	}
+	return allows(gw, ns, n.Labels, true)
+}
+
+// allows is admits for namespace ns with labels nsLabels (known: the namespace is stored).
+func allows(gw *gwv1.Gateway, ns string, nsLabels map[string]string, known bool) bool {
 	var from gwv1.FromNamespaces = gwv1.NamespacesFromNone
 	var sel *metav1.LabelSelector
 	if a := gw.Spec.AllowedListeners; a != nil && a.Namespaces != nil {
@@ -444,9 +453,8 @@ func (x *index) admits(gw *gwv1.Gateway, ns string) bool {
 	case gwv1.NamespacesFromSame:
 		return ns == gw.Namespace
 	case gwv1.NamespacesFromSelector:
-		n, ok := x.namespaces[ns]
 		s, err := metav1.LabelSelectorAsSelector(sel)
-		return ok && sel != nil && err == nil && s.Matches(labels.Set(n.Labels))
+		return known && sel != nil && err == nil && s.Matches(labels.Set(nsLabels))
 	}
 	return false
 }

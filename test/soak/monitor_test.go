@@ -1,0 +1,606 @@
+package soak
+
+import (
+	"cmp"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/test/fixture"
+)
+
+// monitor checks the promises that hold at every moment, from the watch
+// events of fragments, ListenerSets, Gateways, Namespaces and ReferenceGrants:
+//
+//   - no two stored fragments that both passed admission hold clashing
+//     tuples of one Gateway (or pool): a fragment passed admission with a
+//     tuple when it was created or updated to it while its Gateway existed,
+//     admitted its namespace and the namespace had not opted out, and it has
+//     wanted it since without a break;
+//   - a folded listener of such a fragment never passes to another source
+//     while the fragment is stored, admitted, unchanged and its grant is
+//     there, and no own listener took the tuple.
+//
+// Events of different kinds reach the test in slightly different orders, so
+// whatever happens within margin of a change that could explain it is
+// exempt, and a finding is reported only once margin has passed without one.
+type monitor struct {
+	margin     time.Duration
+	gateways   map[types.NamespacedName]*gatewaySeen
+	namespaces map[string]*namespaceSeen
+	fragments  map[types.NamespacedName]*fragmentSeen
+	// deletions is, per Gateway, when a fragment of it was last deleted or began to be.
+	deletions map[types.NamespacedName]time.Time
+	// grants are the stored ReferenceGrants by namespace and name, and
+	// granted, per namespace, when one there last changed.
+	grants  map[string]map[string]*gwv1beta1.ReferenceGrant
+	granted map[string]time.Time
+	// names maps each listener name gatefold gives a stored source's
+	// listener to the source ("ListenerFragment ns/name").
+	names map[gwv1.SectionName]string
+	// holders is, per parent Gateway (a pool's head), the Gateway listener
+	// that last held each tuple on it, its siblings or its Gateway of the ListenerSets.
+	holders map[types.NamespacedName]map[entry]gwv1.SectionName
+	due     []finding
+}
+
+type gatewaySeen struct {
+	gw *gwv1.Gateway // nil once deleted
+	// changed is when its existence, allowedListeners, pool mark or own listeners last changed.
+	changed time.Time
+}
+
+type namespaceSeen struct {
+	labels  map[string]string
+	known   bool
+	changed time.Time
+}
+
+type fragmentSeen struct {
+	lf     *v1alpha1.ListenerFragment
+	parent types.NamespacedName
+	tuples map[entry]*acquired // by listener entry; none while being deleted
+	// changed is when its generation last changed.
+	changed time.Time
+}
+
+// acquired is when a fragment took a tuple, and whether admission checked it then.
+type acquired struct {
+	at     time.Time
+	passed bool // admitted with a live claim, and wanted without a break since
+	exempt bool // a change within margin of at could explain a duplicate
+}
+
+// finding is a violation to report at due unless check, run then, says it is explained.
+type finding struct {
+	due   time.Time
+	check func() string
+}
+
+func newMonitor(margin time.Duration) *monitor {
+	return &monitor{margin: margin, gateways: map[types.NamespacedName]*gatewaySeen{}, namespaces: map[string]*namespaceSeen{},
+		fragments: map[types.NamespacedName]*fragmentSeen{}, deletions: map[types.NamespacedName]time.Time{},
+		grants: map[string]map[string]*gwv1beta1.ReferenceGrant{}, granted: map[string]time.Time{},
+		names: map[gwv1.SectionName]string{}, holders: map[types.NamespacedName]map[entry]gwv1.SectionName{}}
+}
+
+// observe takes one watch event seen at at (deleted: a delete event) and
+// returns the violations that became certain by then.
+func (m *monitor) observe(at time.Time, obj client.Object, deleted bool) []string {
+	switch o := obj.(type) {
+	case *v1alpha1.ListenerFragment:
+		m.fragment(at, o, deleted)
+	case *gwv1.ListenerSet:
+		m.name(setSource(o), deleted)
+	case *gwv1.Gateway:
+		m.gateway(at, o, deleted)
+	case *corev1.Namespace:
+		m.namespace(at, o, deleted)
+	case *gwv1beta1.ReferenceGrant:
+		m.grant(at, o, deleted)
+	case *gwv1.ReferenceGrant:
+		m.grant(at, (*gwv1beta1.ReferenceGrant)(o), deleted)
+	}
+	return m.flush(at, false)
+}
+
+// drain returns the violations found but not yet due, at the end of a run.
+func (m *monitor) drain() []string { return m.flush(time.Time{}, true) }
+
+func (m *monitor) flush(at time.Time, all bool) []string {
+	var out []string
+	kept := m.due[:0]
+	for _, f := range m.due {
+		if !all && at.Before(f.due) {
+			kept = append(kept, f)
+			continue
+		}
+		if msg := f.check(); msg != "" {
+			out = append(out, msg)
+		}
+	}
+	m.due = kept
+	return out
+}
+
+func (m *monitor) recent(at, change time.Time) bool {
+	return !change.IsZero() && !change.Before(at.Add(-m.margin))
+}
+
+// admitted says whether fragments of namespace ns pass admission on Gateway gw now.
+func (m *monitor) admitted(ns string, gw types.NamespacedName) bool {
+	g := m.gateways[gw]
+	if g == nil || g.gw == nil {
+		return false
+	}
+	if _, made := madeBy(g.gw); made {
+		return false
+	}
+	n := m.namespaces[ns]
+	if n == nil || n.labels[optOutLabel] == optOutValue {
+		return false
+	}
+	return allows(g.gw, ns, n.labels, n.known)
+}
+
+// name records (or forgets) the Gateway listener names of a source.
+func (m *monitor) name(s *source, gone bool) {
+	for _, l := range s.listeners {
+		n := s.listenerName(l.Name)
+		if gone {
+			if m.names[n] == s.String() {
+				delete(m.names, n)
+			}
+			continue
+		}
+		m.names[n] = s.String()
+	}
+}
+
+// touch marks exempt the tuples taken within margin before at by the fragments of which.
+func (m *monitor) touch(at time.Time, which func(*fragmentSeen) bool) {
+	for _, f := range m.fragments {
+		if !which(f) {
+			continue
+		}
+		for _, a := range f.tuples {
+			if m.recent(at, a.at) && !a.at.After(at) {
+				a.exempt = true
+			}
+		}
+	}
+}
+
+// unclaim ends the claims of the fragments of which that are no longer admitted.
+func (m *monitor) unclaim(which func(*fragmentSeen) bool) {
+	for _, f := range m.fragments {
+		if which(f) && !m.admitted(f.lf.Namespace, f.parent) {
+			for _, a := range f.tuples {
+				a.passed = false
+			}
+		}
+	}
+}
+
+func (m *monitor) namespace(at time.Time, ns *corev1.Namespace, deleted bool) {
+	n := m.namespaces[ns.Name]
+	if n == nil {
+		n = &namespaceSeen{}
+		m.namespaces[ns.Name] = n
+	}
+	if deleted {
+		n.labels, n.known = nil, false
+	} else if !n.known || !reflect.DeepEqual(n.labels, ns.Labels) {
+		n.labels, n.known = ns.Labels, true
+	} else {
+		return
+	}
+	n.changed = at
+	in := func(f *fragmentSeen) bool { return f.lf.Namespace == ns.Name }
+	m.touch(at, in)
+	m.unclaim(in)
+}
+
+func (m *monitor) gateway(at time.Time, gw *gwv1.Gateway, deleted bool) {
+	k := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
+	g := m.gateways[k]
+	if g == nil {
+		g = &gatewaySeen{}
+		m.gateways[k] = g
+	}
+	now := gw
+	if deleted {
+		now = nil
+	}
+	if shapeChanged(g.gw, now) {
+		g.changed = at
+		of := func(f *fragmentSeen) bool { return f.parent == k }
+		m.touch(at, of)
+		g.gw = now
+		m.unclaim(of)
+	}
+	g.gw = now // its listeners, which gatefold writes
+	if deleted {
+		return
+	}
+	head := k
+	if h, made := madeBy(gw); made {
+		head.Name = h
+	}
+	m.carried(at, head, gw)
+}
+
+// shapeChanged says whether a Gateway changed what admission and the fold
+// read of it: existence, allowedListeners, pool mark, own listeners.
+func shapeChanged(a, b *gwv1.Gateway) bool {
+	if a == nil || b == nil {
+		return a != b
+	}
+	own := func(gw *gwv1.Gateway) []gwv1.Listener {
+		return slices.DeleteFunc(slices.Clone(gw.Spec.Listeners), func(l gwv1.Listener) bool { return !strings.HasPrefix(string(l.Name), ownPrefix) })
+	}
+	oa, ob := own(a), own(b)
+	return !reflect.DeepEqual(a.Spec.AllowedListeners, b.Spec.AllowedListeners) ||
+		a.Annotations[v1alpha1.PoolAnnotation] != b.Annotations[v1alpha1.PoolAnnotation] ||
+		(len(oa) > 0 || len(ob) > 0) && !reflect.DeepEqual(oa, ob)
+}
+
+func (m *monitor) fragment(at time.Time, lf *v1alpha1.ListenerFragment, deleted bool) {
+	k := types.NamespacedName{Namespace: lf.Namespace, Name: lf.Name}
+	prev := m.fragments[k]
+	s := fragmentSource(lf)
+	if prev != nil && (deleted || prev.lf.UID != lf.UID) {
+		m.name(fragmentSource(prev.lf), true)
+	}
+	if deleted || lf.DeletionTimestamp != nil {
+		if prev != nil && prev.lf.DeletionTimestamp == nil {
+			m.deletions[prev.parent] = at
+			m.touch(at, func(f *fragmentSeen) bool { return f.parent == prev.parent })
+		}
+		if deleted {
+			delete(m.fragments, k)
+		} else {
+			m.fragments[k] = &fragmentSeen{lf: lf, parent: s.parent, tuples: map[entry]*acquired{}}
+		}
+		return
+	}
+	m.name(s, false)
+	same := prev != nil && prev.lf.UID == lf.UID && prev.parent == s.parent
+	f := &fragmentSeen{lf: lf, parent: s.parent, tuples: map[entry]*acquired{}, changed: at}
+	if same && prev.lf.Generation == lf.Generation {
+		f.changed = prev.changed
+	}
+	var fresh []entry
+	for _, l := range lf.Spec.Listeners {
+		e := entryOf(l.Port, l.Protocol, l.Hostname)
+		if a := prev.tuple(e); same && a != nil {
+			f.tuples[e] = a
+			continue
+		}
+		a := &acquired{at: at, passed: s.gatewayRef && m.admitted(lf.Namespace, s.parent)}
+		a.exempt = m.recent(at, m.deletions[s.parent]) || m.recent(at, m.gateways[s.parent].when()) || m.recent(at, m.namespaces[lf.Namespace].when())
+		f.tuples[e] = a
+		if a.passed && !a.exempt {
+			fresh = append(fresh, e)
+		}
+	}
+	m.fragments[k] = f
+	for _, e := range fresh {
+		m.duplicates(at, f, e)
+	}
+}
+
+func (f *fragmentSeen) tuple(e entry) *acquired {
+	if f == nil {
+		return nil
+	}
+	return f.tuples[e]
+}
+
+func (g *gatewaySeen) when() time.Time {
+	if g == nil {
+		return time.Time{}
+	}
+	return g.changed
+}
+
+func (n *namespaceSeen) when() time.Time {
+	if n == nil {
+		return time.Time{}
+	}
+	return n.changed
+}
+
+// duplicates looks for stored fragments that passed admission with a tuple
+// that clashes with e, which f just took, and reports each once margin has
+// passed with both still unexplained.
+func (m *monitor) duplicates(at time.Time, f *fragmentSeen, e entry) {
+	mine := f.tuples[e]
+	for _, o := range m.fragments {
+		if o == f || o.parent != f.parent {
+			continue
+		}
+		for oe, theirs := range o.tuples {
+			if clash(e, oe) == "" || !theirs.passed || theirs.exempt {
+				continue
+			}
+			msg := fmt.Sprintf("ListenerFragments %s (%s, admitted %s) and %s (%s, admitted %s) both passed admission with clashing listeners on Gateway %s",
+				key(o.lf), oe, theirs.at.Format(time.RFC3339Nano), key(f.lf), e, at.Format(time.RFC3339Nano), f.parent)
+			m.due = append(m.due, finding{due: at.Add(m.margin), check: func() string {
+				if mine.passed && !mine.exempt && theirs.passed && !theirs.exempt {
+					return msg
+				}
+				return ""
+			}})
+		}
+	}
+}
+
+// carried follows the tuples of gatefold's listeners on gw, of the pool of
+// head, and reports a tuple that passed from a fragment that should have
+// kept it to another source.
+func (m *monitor) carried(at time.Time, head types.NamespacedName, gw *gwv1.Gateway) {
+	held := m.holders[head]
+	if held == nil {
+		held = map[entry]gwv1.SectionName{}
+		m.holders[head] = held
+	}
+	for _, l := range gw.Spec.Listeners {
+		t := entryOf(l.Port, l.Protocol, l.Hostname).tuple()
+		was, ok := held[t]
+		held[t] = l.Name
+		if !ok || was == l.Name || strings.HasPrefix(string(l.Name), ownPrefix) {
+			continue
+		}
+		x, ok := m.keeper(at, head, t, was)
+		if !ok {
+			continue
+		}
+		name, to := l.Name, m.names[l.Name]
+		m.due = append(m.due, finding{due: at.Add(m.margin), check: func() string {
+			y := cmp.Or(m.names[name], to)
+			if y == x.String() || m.optedOut(y) {
+				return ""
+			}
+			if _, still := m.keeper(at, head, t, was); !still {
+				return ""
+			}
+			return fmt.Sprintf("tuple %s of Gateway %s passed from %s, stored, admitted and unchanged, to %s (listener %s on Gateway %s) at %s",
+				t, head, x, cmp.Or(y, "an unknown source"), name, key(gw), at.Format(time.RFC3339Nano))
+		}})
+	}
+}
+
+// optedOut says whether source y ("Kind ns/name") is in a namespace that opted out of admission.
+func (m *monitor) optedOut(y string) bool {
+	_, nn, ok := strings.Cut(y, " ")
+	ns, _, _ := strings.Cut(nn, "/")
+	n := m.namespaces[ns]
+	return ok && n != nil && n.labels[optOutLabel] == optOutValue
+}
+
+// keeper returns the fragment whose Gateway listener was held tuple t of
+// head's pool, if it should still hold it at at: stored, not being deleted,
+// passed admission with t and admitted still, its generation, its namespace,
+// the head and the grants it reads all unchanged within margin.
+func (m *monitor) keeper(at time.Time, head types.NamespacedName, t entry, was gwv1.SectionName) (*source, bool) {
+	holder, ok := m.names[was]
+	kind, nn, _ := strings.Cut(holder, " ")
+	ns, name, _ := strings.Cut(nn, "/")
+	if !ok || kind != kindFragment {
+		return nil, false
+	}
+	f := m.fragments[types.NamespacedName{Namespace: ns, Name: name}]
+	if f == nil || f.lf.DeletionTimestamp != nil || f.parent != head || m.recent(at, f.changed) {
+		return nil, false
+	}
+	if m.recent(at, m.gateways[head].when()) || m.recent(at, m.namespaces[ns].when()) || !m.admitted(ns, head) {
+		return nil, false
+	}
+	for _, l := range f.lf.Spec.Listeners {
+		e := entryOf(l.Port, l.Protocol, l.Hostname)
+		if e.tuple() != t {
+			continue
+		}
+		s := fragmentSource(f.lf)
+		if a := f.tuples[e]; a == nil || !a.passed || a.exempt || m.ungranted(at, s, l) {
+			return nil, false
+		}
+		return s, true
+	}
+	return nil, false
+}
+
+func (m *monitor) grant(at time.Time, g *gwv1beta1.ReferenceGrant, deleted bool) {
+	in := m.grants[g.Namespace]
+	if in == nil {
+		in = map[string]*gwv1beta1.ReferenceGrant{}
+		m.grants[g.Namespace] = in
+	}
+	if deleted {
+		delete(in, g.Name)
+	} else {
+		in[g.Name] = g
+	}
+	m.granted[g.Namespace] = at
+}
+
+// ungranted says whether listener l of s lacks a grant it needs now, or one
+// in a namespace it reads changed within margin of at.
+func (m *monitor) ungranted(at time.Time, s *source, l gwv1.ListenerEntry) bool {
+	if l.TLS == nil {
+		return false
+	}
+	x := &index{grants: map[string][]*gwv1beta1.ReferenceGrant{}}
+	for _, ref := range l.TLS.CertificateRefs {
+		ns := string(ptr.Deref(ref.Namespace, gwv1.Namespace(s.namespace)))
+		if ns == s.namespace {
+			continue
+		}
+		for _, g := range m.grants[ns] {
+			x.grants[ns] = append(x.grants[ns], g)
+		}
+		if m.recent(at, m.granted[ns]) || !x.granted(s, ref) {
+			return true
+		}
+	}
+	return false
+}
+
+// event is one watch event of a monitor table test, at seconds after epoch.
+type event struct {
+	at      float64
+	obj     client.Object
+	deleted bool
+}
+
+func tenantNamespace(name string, labels map[string]string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
+
+// fragmentAt is fragment ns/name of Gateway infra/shared at generation gen.
+func fragmentAt(ns, name string, gen int64, listeners ...gwv1.ListenerEntry) *v1alpha1.ListenerFragment {
+	gw := soakGateway("shared")
+	lf := fixture.Fragment(ns, name, &gw, listeners...)
+	lf.UID, lf.Generation = types.UID(ns+"/"+name), gen
+	return lf
+}
+
+// gatewayCarrying is Gateway infra/name (admitting from) carrying own, and
+// the listeners of the given fragments as gatefold names them.
+func gatewayCarrying(name string, allowed *gwv1.AllowedListeners, own []gwv1.Listener, carried ...*v1alpha1.ListenerFragment) *gwv1.Gateway {
+	gw := soakGateway(name, own...)
+	gw.Spec.AllowedListeners = allowed
+	if name != "shared" {
+		gw.Labels = map[string]string{v1alpha1.PoolLabel: "shared"}
+		gw.OwnerReferences = []metav1.OwnerReference{{Kind: kindGateway, Name: "shared", Controller: ptr.To(true)}}
+	}
+	for _, lf := range carried {
+		for _, l := range lf.Spec.Listeners {
+			gw.Spec.Listeners = append(gw.Spec.Listeners, gwv1.Listener{Name: v1alpha1.ListenerName(lf.Namespace, lf.Name, l.Name), Port: l.Port, Protocol: l.Protocol, Hostname: l.Hostname, TLS: l.TLS})
+		}
+	}
+	return &gw
+}
+
+func TestMonitor(t *testing.T) {
+	all := &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(gwv1.NamespacesFromAll)}}
+	selected := &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: ptr.To(gwv1.NamespacesFromSelector),
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"soak.gatefold.dev/access": "yes"}}}}
+	yes, no := map[string]string{"soak.gatefold.dev/access": "yes"}, map[string]string{"soak.gatefold.dev/access": "no"}
+	x := fixture.HTTPS("https", "x.example.com")
+	a, b := fragmentAt("t0", "a", 1, x), fragmentAt("t1", "b", 1, x)
+	bHTTP := fragmentAt("t1", "b", 1, fixture.Entry("http", 443, gwv1.HTTPProtocolType, "y.example.com"))
+	granted := fragmentAt("t0", "a", 1, sharedCert("https", "x.example.com"))
+	grant := certsGrant("t0")
+	start := []event{{0, tenantNamespace("t0", yes), false}, {0, tenantNamespace("t1", no), false}, {0, tenantNamespace("t5", map[string]string{optOutLabel: optOutValue}), false},
+		{0, gatewayCarrying("shared", all, nil), false}}
+	then := func(events ...event) []event { return append(slices.Clone(start), events...) }
+	for name, tc := range map[string]struct {
+		events []event
+		report []string
+	}{
+		"one fragment": {events: then(event{10, a, false})},
+		"two admitted duplicates": {
+			events: then(event{10, a, false}, event{20, b, false}),
+			report: []string{"ListenerFragments t0/a (443/HTTPS x.example.com, admitted 2026-12-01T00:00:10Z) and t1/b (443/HTTPS x.example.com, admitted 2026-12-01T00:00:20Z) both passed admission"},
+		},
+		"two admitted listeners that cannot share a port": {
+			events: then(event{10, a, false}, event{20, bHTTP, false}),
+			report: []string{"ListenerFragments t0/a (443/HTTPS x.example.com, admitted 2026-12-01T00:00:10Z) and t1/b (443/HTTP y.example.com"},
+		},
+		"a duplicate stored before its Gateway": {
+			events: []event{{0, tenantNamespace("t0", yes), false}, {0, tenantNamespace("t1", no), false}, {5, a, false},
+				{10, gatewayCarrying("shared", all, nil), false}, {20, b, false}},
+		},
+		"a duplicate from an opted-out namespace": {
+			events: then(event{10, a, false}, event{20, fragmentAt("t5", "b", 1, x), false}),
+		},
+		"a duplicate just after an allowedListeners change": {
+			events: then(event{10, a, false}, event{20, gatewayCarrying("shared", selected, nil), false},
+				event{20.5, gatewayCarrying("shared", all, nil), false}, event{21, b, false}),
+		},
+		"a duplicate seen just before the holder's Gateway went": {
+			events: then(event{10, a, false}, event{20, b, false}, event{20.5, gatewayCarrying("shared", all, nil), true}),
+		},
+		"a duplicate after the holder's Gateway left and came back": {
+			events: then(event{10, a, false}, event{20, gatewayCarrying("shared", all, nil), true},
+				event{40, gatewayCarrying("shared", all, nil), false}, event{60, b, false}),
+		},
+		"a duplicate after the holder was deleted": {
+			events: then(event{10, a, false}, event{15, a, true}, event{20, b, false}),
+		},
+		"a listener passing to another tenant": {
+			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{11, gatewayCarrying("shared", selected, nil, a), false},
+				event{12, b, false}, event{25, tenantNamespace("t1", yes), false}, event{30, gatewayCarrying("shared", selected, nil, b), false}),
+			report: []string{"tuple 443/tls x.example.com of Gateway infra/shared passed from ListenerFragment t0/a, stored, admitted and unchanged, to ListenerFragment t1/b"},
+		},
+		"a listener passing once its holder's namespace is no longer admitted": {
+			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{11, gatewayCarrying("shared", selected, nil, a), false},
+				event{12, b, false}, event{25, tenantNamespace("t1", yes), false}, event{26, tenantNamespace("t0", no), false}, event{30, gatewayCarrying("shared", selected, nil, b), false}),
+		},
+		"a listener passing right after its holder changed": {
+			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{11, gatewayCarrying("shared", selected, nil, a), false},
+				event{12, b, false}, event{25, tenantNamespace("t1", yes), false}, event{30, gatewayCarrying("shared", selected, nil, b), false},
+				event{30.5, fragmentAt("t0", "a", 2, x), false}),
+		},
+		"a listener passing long after its holder changed": {
+			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{11, gatewayCarrying("shared", selected, nil, a), false},
+				event{12, b, false}, event{15, fragmentAt("t0", "a", 2, x), false}, event{25, tenantNamespace("t1", yes), false},
+				event{30, gatewayCarrying("shared", selected, nil, b), false}),
+			report: []string{"passed from ListenerFragment t0/a, stored, admitted and unchanged, to ListenerFragment t1/b"},
+		},
+		"a granted listener passing to another tenant": {
+			events: then(event{0, &grant, false}, event{0, gatewayCarrying("shared", selected, nil), false}, event{10, granted, false},
+				event{11, gatewayCarrying("shared", selected, nil, granted), false}, event{12, b, false}, event{25, tenantNamespace("t1", yes), false},
+				event{50, gatewayCarrying("shared", selected, nil, b), false}),
+			report: []string{"passed from ListenerFragment t0/a, stored, admitted and unchanged, to ListenerFragment t1/b"},
+		},
+		"a listener passing after its holder's grant was revoked": {
+			events: then(event{0, &grant, false}, event{0, gatewayCarrying("shared", selected, nil), false}, event{10, granted, false},
+				event{11, gatewayCarrying("shared", selected, nil, granted), false}, event{12, b, false}, event{25, tenantNamespace("t1", yes), false},
+				event{40, &grant, true}, event{50, gatewayCarrying("shared", selected, nil, b), false}),
+		},
+		"a listener passing to an own listener": {
+			events: then(event{10, a, false}, event{11, gatewayCarrying("shared", all, nil, a), false},
+				event{30, gatewayCarrying("shared", all, []gwv1.Listener{fixture.GatewayHTTPS("own-x", "x.example.com")}), false}),
+		},
+		"a listener moving within a pool": {
+			events: then(event{10, a, false}, event{11, gatewayCarrying("shared", all, nil, a), false},
+				event{30, gatewayCarrying("shared-2", all, nil, a), false}, event{30.1, gatewayCarrying("shared", all, nil), false}),
+		},
+		"a listener passing after its holder was deleted": {
+			events: then(event{10, a, false}, event{11, gatewayCarrying("shared", all, nil, a), false}, event{20, a, true},
+				event{21, b, false}, event{22, gatewayCarrying("shared", all, nil, b), false}),
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := newMonitor(time.Second)
+			var got []string
+			for _, e := range tc.events {
+				got = append(got, m.observe(epoch.Add(time.Duration(e.at*float64(time.Second))), e.obj, e.deleted)...)
+			}
+			got = append(got, m.drain()...)
+			if len(got) != len(tc.report) {
+				t.Fatalf("monitor reported %d violations, want %d:\n%s", len(got), len(tc.report), strings.Join(got, "\n"))
+			}
+			for i, want := range tc.report {
+				if !strings.Contains(got[i], want) {
+					t.Errorf("violation %d is %q, want it to contain %q", i, got[i], want)
+				}
+			}
+		})
+	}
+}
