@@ -365,12 +365,13 @@ type index struct {
 	grants     map[string][]*gwv1beta1.ReferenceGrant
 	sources    []*source // in precedence order
 	byUID      map[types.UID]*source
+	byName     map[string]*source // by String()
 	claims     []claim
 }
 
 func newIndex(w *world) *index {
 	x := &index{w: w, gateways: map[types.NamespacedName]*gwv1.Gateway{}, namespaces: map[string]*corev1.Namespace{},
-		grants: map[string][]*gwv1beta1.ReferenceGrant{}, byUID: map[types.UID]*source{}}
+		grants: map[string][]*gwv1beta1.ReferenceGrant{}, byUID: map[types.UID]*source{}, byName: map[string]*source{}}
 	for i := range w.Gateways {
 		gw := &w.Gateways[i]
 		x.gateways[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}] = gw
@@ -389,7 +390,7 @@ func newIndex(w *world) *index {
 	}
 	sort.SliceStable(x.sources, func(i, j int) bool { return x.sources[i].before(x.sources[j]) })
 	for _, s := range x.sources {
-		x.byUID[s.uid] = s
+		x.byUID[s.uid], x.byName[s.String()] = s, s
 	}
 	for i := range w.Claims {
 		x.claims = append(x.claims, readClaim(&w.Claims[i]))
@@ -660,7 +661,12 @@ func (x *index) claimant(c claim) *source {
 	if !c.ok {
 		return nil
 	}
+	// A claim of an earlier object of the holder's name counts for the
+	// fragment stored under that name, as the claims' own judgment does.
 	s := x.byUID[c.holder]
+	if s == nil {
+		s = x.byName[kindFragment+" "+c.holderN]
+	}
 	if s == nil || s.kind != kindFragment || s.deleting || s.parent != c.gateway || !s.gatewayRef {
 		return nil
 	}
@@ -732,10 +738,11 @@ func (f *folding) place(v *verdict) {
 	switch {
 	case len(placed) > 0:
 		v.reason = accepted
-	case len(fits) > 0 && s.kind == kindFragment:
+	case len(fits) == len(s.listeners) && s.kind == kindFragment:
 		v.reason = tooMany
 	default:
-		// A ListenerSet is ListenersNotValid whatever kept its listeners out.
+		// Some listener is not folded for another reason than room, or it is
+		// a ListenerSet, whose reasons are upstream's.
 		v.reason = notValid
 	}
 }
@@ -743,7 +750,8 @@ func (f *folding) place(v *verdict) {
 // room returns the Gateway that takes the listeners fits of v's source, and
 // those of fits it takes. A pool's placement is sticky and depends on
 // history, so there the oracle takes the Gateway the source is on and only
-// checks that it could be.
+// checks that it could be: a folded source stays where it is, and what it
+// adds that has no room there is TooManyListeners.
 func (f *folding) room(v *verdict, fits []int) (gwv1.ObjectName, []int) {
 	s := v.src
 	if len(fits) == 0 {
@@ -763,9 +771,6 @@ func (f *folding) room(v *verdict, fits []int) (gwv1.ObjectName, []int) {
 		}
 		return head, fits
 	}
-	if len(s.listeners) > maxListeners-len(f.own) {
-		return "", nil // it can never be placed: "split it"
-	}
 	where := map[gwv1.ObjectName][]int{}
 	for _, i := range fits {
 		if gw, ok := f.carried[s.listenerName(s.listeners[i].Name)]; ok {
@@ -775,7 +780,7 @@ func (f *folding) room(v *verdict, fits []int) (gwv1.ObjectName, []int) {
 	switch {
 	case len(where) == 1:
 		for gw, on := range where {
-			if len(on) < len(fits) && f.full(gw) {
+			if len(on) < len(fits) && f.noRoom(gw, len(fits)-len(on)) {
 				return gw, on // sticky: the new listeners have no room where the others are
 			}
 			return gw, fits
@@ -783,17 +788,19 @@ func (f *folding) room(v *verdict, fits []int) (gwv1.ObjectName, []int) {
 	case len(where) > 1:
 		f.fail("%s has its listeners on %d Gateways of the pool of %s, expected all on one", s, len(where), key(f.head))
 		return "", fits
+	case len(s.listeners) > maxListeners-len(f.own):
+		return "", nil // a new one that can never be placed: "split it"
 	case !f.marked && len(fits) > maxListeners-f.count[head]:
 		return "", nil // an unmarked head takes nothing new on its siblings
 	}
 	return "", fits
 }
 
-// full says whether Gateway gw of the pool carries 64 listeners as stored.
-func (f *folding) full(gw gwv1.ObjectName) bool {
+// noRoom says whether Gateway gw of the pool, as stored, has no room for more listeners.
+func (f *folding) noRoom(gw gwv1.ObjectName, more int) bool {
 	for _, g := range append([]*gwv1.Gateway{f.head}, f.siblings...) {
 		if gwv1.ObjectName(g.Name) == gw {
-			return len(g.Spec.Listeners) >= maxListeners
+			return len(g.Spec.Listeners)+more > maxListeners
 		}
 	}
 	return false
@@ -1711,6 +1718,18 @@ func TestQuiescent(t *testing.T) {
 			world: pool,
 			srcs: []src{{ns: "t0", name: "a", listeners: two, outcomes: []string{"shared", "shared"}},
 				{ns: "t1", name: "b", age: 1, listeners: three, outcomes: []string{"shared-2", "shared-2"}}},
+		},
+		"a pool's folded fragment with no room beside it for a new listener": {
+			world: pool,
+			srcs:  []src{{ns: "t0", name: "a", listeners: append(slices.Clone(two), fixture.HTTPS("c", "c.example.com")), outcomes: []string{"shared", "shared", tooMany}}},
+		},
+		"a pool that does not grow": {
+			world: pool,
+			srcs: []src{{ns: "t0", name: "a", listeners: two, outcomes: []string{"shared", "shared"}},
+				{ns: "t1", name: "b", age: 1, listeners: three, outcomes: []string{tooMany, tooMany}, accepted: tooMany}},
+			report: []string{"t1/b: Accepted is False/TooManyListeners, expected True/Accepted", "t1/b: listener \"c\" Accepted is False/TooManyListeners, expected True/Accepted",
+				"t1/b: listener \"c\" names no Gateway", "t1/b: listener \"d\" Accepted", "t1/b: listener \"d\" names no Gateway",
+				"ReferenceGrant t1/gatefold-b does not exist", "the pool of Gateway infra/shared lacks listener t1-b-c", "the pool of Gateway infra/shared lacks listener t1-b-d"},
 		},
 		"a pool's source split over two Gateways": {
 			world: pool,
