@@ -888,16 +888,18 @@ func (f *folding) compareListeners(where string, have []gwv1.Listener, wanted ma
 	}
 }
 
-// checkRewrite checks the docs' rewriting: allowedRoutes Same becomes the
-// source's namespace, certificateRefs without a namespace get the source's.
+// checkRewrite checks the docs' rewriting: allowedRoutes Same (or unset)
+// becomes a selector of the source's namespace, certificateRefs without a
+// namespace get the source's.
 func (f *folding) checkRewrite(where string, l gwv1.Listener, w want) {
-	if w.src.namespace != f.head.Namespace {
-		from := gwv1.NamespacesFromSame
+	if routesFrom(w.l.AllowedRoutes) == gwv1.NamespacesFromSame {
+		var sel *metav1.LabelSelector
 		if l.AllowedRoutes != nil && l.AllowedRoutes.Namespaces != nil {
-			from = ptr.Deref(l.AllowedRoutes.Namespaces.From, gwv1.NamespacesFromSame)
+			sel = l.AllowedRoutes.Namespaces.Selector
 		}
-		if from == gwv1.NamespacesFromSame {
-			f.fail("%s carries listener %s of %s with allowedRoutes from Same, expected it rewritten to the source's namespace", where, l.Name, w.src)
+		if routesFrom(l.AllowedRoutes) != gwv1.NamespacesFromSelector || sel == nil || len(sel.MatchExpressions) > 0 ||
+			!mapsEqual(sel.MatchLabels, map[string]string{corev1.LabelMetadataName: w.src.namespace}) {
+			f.fail("%s carries listener %s of %s with allowedRoutes %s, expected a selector of namespace %s", where, l.Name, w.src, routesFrom(l.AllowedRoutes), w.src.namespace)
 		}
 	}
 	if w.l.TLS == nil || l.TLS == nil {
@@ -909,6 +911,14 @@ func (f *folding) checkRewrite(where string, l gwv1.Listener, w want) {
 			f.fail("%s carries listener %s of %s without certificateRef %s/%s", where, l.Name, w.src, exp, ref.Name)
 		}
 	}
+}
+
+// routesFrom is allowedRoutes.namespaces.from, Same when unset.
+func routesFrom(a *gwv1.AllowedRoutes) gwv1.FromNamespaces {
+	if a == nil || a.Namespaces == nil {
+		return gwv1.NamespacesFromSame
+	}
+	return ptr.Deref(a.Namespaces.From, gwv1.NamespacesFromSame)
 }
 
 // checkPool checks a pool's invariants: every sibling carries the head's own
@@ -1024,8 +1034,8 @@ func (x *index) checkProgrammed(v *verdict, conds []metav1.Condition) []string {
 	if p == nil {
 		return nil
 	}
-	if v.reason == accepted && p.Status == metav1.ConditionTrue {
-		return []string{fmt.Sprintf("%s: Programmed is True, expected Unknown: no Gateway implementation runs", v.src)}
+	if v.reason == accepted && p.Status != metav1.ConditionUnknown {
+		return []string{fmt.Sprintf("%s: Programmed is %s/%s, expected Unknown: no Gateway implementation runs", v.src, p.Status, p.Reason)}
 	}
 	if v.reason != accepted && (p.Status != metav1.ConditionFalse || p.Reason != v.reason) {
 		return []string{fmt.Sprintf("%s: Programmed is %s/%s, expected False/%s", v.src, p.Status, p.Reason, v.reason)}
@@ -1236,6 +1246,7 @@ func (x *index) checkRoutes(verdicts map[*source]*verdict) []string {
 		d := derived{owner.UID, string(ptr.Deref(p.Namespace, gwv1.Namespace(r.Namespace))) + "/" + string(p.Name), string(ptr.Deref(p.SectionName, ""))}
 		have[d] = key(r)
 	}
+	expected, unsure := map[derived]string{}, map[derived]bool{}
 	bySource := map[string]*source{}
 	for s := range verdicts {
 		bySource[s.kind+"/"+s.namespace+"/"+s.name] = s
@@ -1256,16 +1267,23 @@ func (x *index) checkRoutes(verdicts map[*source]*verdict) []string {
 				}
 				d := derived{r.UID, v.parent.Namespace + "/" + string(v.outcomes[i].gateway), string(s.listenerName(l.Name))}
 				if v.outcomes[i].gateway == "" {
-					continue // a pool's placement the oracle could not tell
+					unsure[derived{route: r.UID, listenerNm: d.listenerNm}] = true // a pool's placement the oracle could not tell
+					continue
 				}
-				if _, ok := have[d]; !ok {
-					out = append(out, fmt.Sprintf("HTTPRoute %s has no derived route for listener %q of %s, expected one naming Gateway %s listener %s", key(r), l.Name, s, d.gw, d.listenerNm))
-				}
-				delete(have, d)
+				expected[d] = fmt.Sprintf("HTTPRoute %s has no derived route for listener %q of %s, expected one naming Gateway %s listener %s", key(r), l.Name, s, d.gw, d.listenerNm)
 			}
 		}
 	}
+	for d, msg := range expected {
+		if _, ok := have[d]; !ok {
+			out = append(out, msg)
+		}
+		delete(have, d)
+	}
 	for d, name := range have {
+		if unsure[derived{route: d.route, listenerNm: d.listenerNm}] {
+			continue
+		}
 		if u, ok := users[d.route]; ok {
 			out = append(out, fmt.Sprintf("derived HTTPRoute %s names Gateway %s listener %s, which route %s is not accepted on: expected it deleted", name, d.gw, d.listenerNm, key(u)))
 		} else {
@@ -1304,15 +1322,15 @@ func selects(p gwv1.ParentReference, l gwv1.ListenerEntry) bool {
 // routeAllowed says whether listener l of s admits HTTPRoute r: by
 // allowedRoutes read in s's namespace, by kind, and by hostname.
 func (x *index) routeAllowed(r *gwv1.HTTPRoute, s *source, l gwv1.ListenerEntry) bool {
-	from, sel := gwv1.NamespacesFromSame, (*metav1.LabelSelector)(nil)
+	var sel *metav1.LabelSelector
 	var kinds []gwv1.RouteGroupKind
 	if a := l.AllowedRoutes; a != nil {
 		kinds = a.Kinds
 		if a.Namespaces != nil {
-			from, sel = ptr.Deref(a.Namespaces.From, gwv1.NamespacesFromSame), a.Namespaces.Selector
+			sel = a.Namespaces.Selector
 		}
 	}
-	switch from {
+	switch routesFrom(l.AllowedRoutes) {
 	case gwv1.NamespacesFromSame:
 		if r.Namespace != s.namespace {
 			return false
@@ -1753,6 +1771,15 @@ func TestQuiescent(t *testing.T) {
 		"a ListenerSet on the Gateway itself": {
 			srcs:   []src{{ns: "t0", name: "a", set: true, listeners: https("x.example.com"), outcomes: []string{"shared"}}},
 			report: []string{"Gateway infra/shared carries listener ls-t0-a-https", "Gateway infra/shared-listenersets does not exist"},
+		},
+		"a ListenerSet needs a grant to ListenerSets, not to fragments": {
+			srcs:  []src{{ns: "t0", name: "a", set: true, listeners: []gwv1.ListenerEntry{sharedCert("https", "x.example.com")}, outcomes: []string{refNotPermitted}}},
+			after: func(w *world) { w.Grants = append(w.Grants, certsGrant("t0")) },
+		},
+		"a folded listener whose allowedRoutes were not rewritten": {
+			srcs:   []src{{ns: "t0", name: "a", listeners: https("x.example.com"), outcomes: []string{"shared"}}},
+			after:  func(w *world) { w.Gateways[0].Spec.Listeners[0].AllowedRoutes = nil },
+			report: []string{"Gateway infra/shared carries listener t0-a-https-cgujdrvhwuoxgidq of ListenerFragment t0/a with allowedRoutes Same, expected a selector of namespace t0"},
 		},
 		"a fragment naming a sibling": {
 			world: pool,
