@@ -640,7 +640,7 @@ func (f *folding) judge() []*verdict {
 func (f *folding) reserveClaims(placeable []*verdict) {
 	claimed := map[entry]*source{}
 	for _, c := range f.x.claims {
-		if s := f.x.claimant(c); s != nil && c.gateway.Namespace == f.head.Namespace && c.gateway.Name == f.head.Name {
+		if s := f.x.holder(c); s != nil && c.gateway.Namespace == f.head.Namespace && c.gateway.Name == f.head.Name {
 			claimed[c.entry.tuple()] = s
 		}
 	}
@@ -654,15 +654,15 @@ func (f *folding) reserveClaims(placeable []*verdict) {
 	}
 }
 
-// claimant is the stored source (by UID) that still wants claim c: not
-// being deleted, naming c's Gateway, which exists and admits its namespace,
-// with a listener of c's tuple, and small enough to ever fit.
-func (x *index) claimant(c claim) *source {
+// holder is the stored fragment that holds claim c, not being deleted,
+// naming c's Gateway, with a listener of c's tuple: the fold reserves the
+// tuple for it, whether or not it fits. A claim of an earlier object of the
+// holder's name counts for the fragment stored under that name, as the
+// claims' own judgment does.
+func (x *index) holder(c claim) *source {
 	if !c.ok {
 		return nil
 	}
-	// A claim of an earlier object of the holder's name counts for the
-	// fragment stored under that name, as the claims' own judgment does.
 	s := x.byUID[c.holder]
 	if s == nil {
 		s = x.byName[kindFragment+" "+c.holderN]
@@ -670,8 +670,20 @@ func (x *index) claimant(c claim) *source {
 	if s == nil || s.kind != kindFragment || s.deleting || s.parent != c.gateway || !s.gatewayRef {
 		return nil
 	}
+	for _, l := range s.listeners {
+		if entryOf(l.Port, l.Protocol, l.Hostname).tuple() == c.entry.tuple() {
+			return s
+		}
+	}
+	return nil
+}
+
+// claimant is the holder of claim c if it still wants it: c's Gateway
+// exists, admits its namespace, and has room for it beside its own listeners.
+func (x *index) claimant(c claim) *source {
+	s := x.holder(c)
 	gw := x.gateways[c.gateway]
-	if gw == nil || !x.admits(gw, s.namespace) {
+	if s == nil || gw == nil || !x.admits(gw, s.namespace) {
 		return nil
 	}
 	if _, made := madeBy(gw); made {
@@ -686,12 +698,7 @@ func (x *index) claimant(c claim) *source {
 	if len(s.listeners) > maxListeners-own {
 		return nil
 	}
-	for _, l := range s.listeners {
-		if entryOf(l.Port, l.Protocol, l.Hostname).tuple() == c.entry.tuple() {
-			return s
-		}
-	}
-	return nil
+	return s
 }
 
 // place decides each listener of a placeable source, and where the source lands.
@@ -1731,6 +1738,13 @@ func TestQuiescent(t *testing.T) {
 		"a fragment too big for a plain Gateway": {
 			world: func(w world) world { w.Gateways = []gwv1.Gateway{soakGateway("shared", ownListeners(63)...)}; return w },
 			srcs:  []src{{ns: "t0", name: "a", listeners: two, outcomes: []string{tooMany, tooMany}, accepted: tooMany}},
+		},
+		"a claim of a fragment too big to place reserves its tuple until released": {
+			world: func(w world) world { w.Gateways = []gwv1.Gateway{soakGateway("shared", ownListeners(63)...)}; return w },
+			srcs: []src{{ns: "t0", name: "old", listeners: https("a.example.com"), outcomes: []string{hostnameClash}},
+				{ns: "t1", name: "big", age: 1, listeners: two, outcomes: []string{tooMany, tooMany}, accepted: tooMany}},
+			after:  func(w *world) { w.Claims = append(w.Claims, claimOf("t1", "big", "a", "a.example.com")) },
+			report: []string{"claim gatefold-system/lfc-t1-big-a (Gateway infra/shared, 443/HTTPS a.example.com) is held by t1/big"},
 		},
 		"a pool with two Gateways": {
 			world: pool,
