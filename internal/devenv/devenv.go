@@ -118,10 +118,15 @@ type Env struct {
 	AssetsDir   string
 
 	controllerManager *controllerManager
+	// dataDir holds etcd's data and kube-apiserver's certificates.
+	dataDir string
 }
 
 // Start starts etcd and kube-apiserver, installs the CRDs, and starts
-// kube-controller-manager.
+// kube-controller-manager. etcd's data and kube-apiserver's certificates
+// live in a folder of Env's until Stop, so that Environment.ControlPlane's
+// Etcd and APIServer can be stopped and started again with their data, CA
+// and ports.
 func Start(opts Options) (*Env, error) {
 	assets, err := FindAssets(opts.AssetsDir)
 	if err != nil {
@@ -155,13 +160,22 @@ func Start(opts Options) (*Env, error) {
 			ErrorIfPathMissing: true,
 		},
 	}
+	dataDir, err := restartable(env)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Env, error) {
+		_ = env.Stop()
+		_ = os.RemoveAll(dataDir)
+		return nil, err
+	}
 	if opts.AdvertiseAddress != "" {
 		env.ControlPlane.GetAPIServer().Configure().Set("advertise-address", opts.AdvertiseAddress)
 	}
 	if opts.AuditLog != "" {
 		policy := filepath.Join(filepath.Dir(opts.AuditLog), "audit-policy.yaml")
 		if err := os.WriteFile(policy, []byte(auditPolicy(opts)), 0o600); err != nil {
-			return nil, fmt.Errorf("writing the audit policy: %w", err)
+			return fail(fmt.Errorf("writing the audit policy: %w", err))
 		}
 		env.ControlPlane.GetAPIServer().Configure().
 			Set("audit-policy-file", policy).
@@ -169,19 +183,42 @@ func Start(opts Options) (*Env, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
-		return nil, fmt.Errorf("starting control plane from %s: %w", assets, err)
+		return fail(fmt.Errorf("starting control plane from %s: %w", assets, err))
 	}
 	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	if err != nil {
-		_ = env.Stop()
-		return nil, fmt.Errorf("creating client: %w", err)
+		return fail(fmt.Errorf("creating client: %w", err))
 	}
 	cm, err := startControllerManager(context.Background(), env, assets)
 	if err != nil {
-		_ = env.Stop()
-		return nil, err
+		return fail(err)
 	}
-	return &Env{Environment: env, Config: cfg, Client: c, AssetsDir: assets, controllerManager: cm}, nil
+	return &Env{Environment: env, Config: cfg, Client: c, AssetsDir: assets, controllerManager: cm, dataDir: dataDir}, nil
+}
+
+// restartable gives env's etcd and kube-apiserver folders of their own,
+// which envtest neither creates afresh at a restart nor removes at Stop, and
+// returns the folder that holds both. It has kube-apiserver end its watches
+// when it stops, so that it stops within seconds.
+func restartable(env *envtest.Environment) (string, error) {
+	dir, err := os.MkdirTemp("", "gatefold-controlplane-")
+	if err != nil {
+		return "", fmt.Errorf("creating the control plane's folder: %w", err)
+	}
+	etcd, apiserver := filepath.Join(dir, "etcd"), filepath.Join(dir, "apiserver")
+	for _, d := range []string{etcd, apiserver} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			_ = os.RemoveAll(dir)
+			return "", fmt.Errorf("creating the control plane's folder: %w", err)
+		}
+	}
+	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcd}
+	s := env.ControlPlane.GetAPIServer()
+	s.CertDir = apiserver
+	// Without it, kube-apiserver waits for its watches (those of
+	// kube-controller-manager, say) until envtest kills it, 20s on.
+	s.Configure().Set("shutdown-watch-termination-grace-period", "2s")
+	return dir, nil
 }
 
 // webhookOptions renders config/webhook with kubectl's kustomize, so tests
@@ -239,7 +276,7 @@ func (e *Env) Stop() error {
 	if e.controllerManager != nil {
 		errs = append(errs, e.controllerManager.stop())
 	}
-	errs = append(errs, e.Environment.Stop())
+	errs = append(errs, e.Environment.Stop(), os.RemoveAll(e.dataDir))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stopping control plane: %w", err)
 	}
