@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,7 +114,8 @@ func Install(ctx context.Context, env *devenv.Env, overlay string) (*Installed, 
 
 // WriteKubeconfig writes to path a kubeconfig that impersonates the
 // ServiceAccount (`as` and `as-groups` of its user), for a gatefold process.
-func (i *Installed) WriteKubeconfig(path string) error {
+// A server (host:port) names another address of the API server; "" keeps it.
+func (i *Installed) WriteKubeconfig(path, server string) error {
 	b, err := i.env.Kubeconfig()
 	if err != nil {
 		return err
@@ -126,8 +128,27 @@ func (i *Installed) WriteKubeconfig(path string) error {
 		user.Impersonate = i.User
 		user.ImpersonateGroups = i.Groups
 	}
+	for _, cluster := range kc.Clusters {
+		if cluster.Server, err = serverURL(cluster.Server, server); err != nil {
+			return err
+		}
+	}
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		return fmt.Errorf("writing the kubeconfig of %s: %w", i.User, err)
 	}
 	return os.Chmod(path, 0o600)
+}
+
+// serverURL is the API server URL raw with its host:port replaced by server;
+// "" keeps raw.
+func serverURL(raw, server string) (string, error) {
+	if server == "" {
+		return raw, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("parsing the API server's URL %q: %w", raw, err)
+	}
+	u.Host = server
+	return u.String(), nil
 }

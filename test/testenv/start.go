@@ -67,6 +67,9 @@ type Gatefold struct {
 	PointWebhooks bool
 	// NoWait returns once the replicas are started, not once they are ready.
 	NoWait bool
+	// Server is the address (host:port) the replicas reach the API server
+	// at, e.g. a proxy's, instead of the control plane's; "" is that one.
+	Server string
 }
 
 // Replica is one gatefold replica Start started.
@@ -268,6 +271,11 @@ func (r *Replica) startInProcess(ctx context.Context, cfg *rest.Config, g Gatefo
 	if g.Options != nil {
 		g.Options(&o)
 	}
+	cfg = rest.CopyConfig(cfg)
+	var err error
+	if cfg.Host, err = serverURL(cfg.Host, g.Server); err != nil {
+		return err
+	}
 	mgr, err := app.New(ctx, cfg, o)
 	if err != nil {
 		return err
@@ -294,7 +302,7 @@ func (r *Replica) startBinary(installed *Installed, g Gatefold, args []string) e
 		return err
 	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := installed.WriteKubeconfig(kubeconfig); err != nil {
+	if err := installed.WriteKubeconfig(kubeconfig, g.Server); err != nil {
 		os.RemoveAll(dir)
 		return err
 	}
