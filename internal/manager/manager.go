@@ -59,7 +59,13 @@ type Lease struct {
 // NewLease returns the Lease lock namespace/name for a replica named
 // identity, as controller-runtime would build it.
 func NewLease(cfg *rest.Config, namespace, name, identity string, renewDeadline time.Duration) (*Lease, error) {
-	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
+	cfg = rest.CopyConfig(cfg)
+	// The replica's own user agent names it: an audit log then says which
+	// replica held the lease.
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	cfg.UserAgent += " leader-election"
 	// One hung request must not cost the lease.
 	cfg.Timeout = max(renewDeadline/2, time.Second)
 	coordination, err := coordinationv1client.NewForConfig(cfg)
