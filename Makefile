@@ -86,6 +86,20 @@ conformance: controlplane traefik build ## Run Gateway API's ListenerSet conform
 		else echo "SKIPPED: this run did not write $$f (go test -v says why; GATEFOLD_REQUIRE_TRAEFIK=1 fails instead): its table is an earlier run's"; fi; \
 	done
 
+# The randomized soak (test/soak): gatefold as installed, three replicas,
+# random operations and faults, checked against an oracle of its own. make
+# test runs it for 75s; SEED replays a run's schedule.
+DURATION ?= 10m
+SEED ?=
+REPLICAS ?= 3
+
+.PHONY: soak
+soak: controlplane build ## Run the soak with faults for DURATION (10m), SEED, REPLICAS (3); report in bin/soak/report.md
+	@mkdir -p bin/soak
+	GATEFOLD_SOAK_DURATION=$(DURATION) GATEFOLD_SOAK_SEED=$(SEED) GATEFOLD_SOAK_REPLICAS=$(REPLICAS) \
+		GATEFOLD_SOAK_REPORT=$(CURDIR)/bin/soak/report.md GATEFOLD_BINARY=$(CURDIR)/bin/gatefold \
+		$(GO) test -count=1 -timeout 0 -v -run '^TestSoak$$' ./test/soak
+
 # BENCH_FLAGS go to the harness, e.g. BENCH_FLAGS='--only scale'. A run with
 # --only writes into bin/bench unless --out says otherwise, so the published
 # tables in docs stay whole.

@@ -29,6 +29,8 @@ type AuditEvent struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	StageTimestamp time.Time `json:"stageTimestamp"`
+	// RequestReceivedTimestamp is when the API server received the request.
+	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 	// RequestObject is the object written, at level Request and above
 	// (devenv.Options.AuditRouteStatusBodies); nil otherwise.
 	RequestObject json.RawMessage `json:"requestObject"`
