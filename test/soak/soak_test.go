@@ -45,7 +45,7 @@ const (
 
 // Defaults: the run make test makes.
 const (
-	defaultDuration = 75 * time.Second
+	defaultDuration = 60 * time.Second
 	defaultReplicas = 3
 	writers         = 6
 	// opsPhase is how long the writers run in a round; a fault starts
