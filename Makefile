@@ -88,7 +88,7 @@ conformance: controlplane traefik build ## Run Gateway API's ListenerSet conform
 
 # The randomized soak (test/soak): gatefold as installed, three replicas,
 # random operations and faults, checked against an oracle of its own. make
-# test runs it for 75s; SEED replays a run's schedule.
+# test runs it for 60s; SEED replays a run's schedule.
 DURATION ?= 10m
 SEED ?=
 REPLICAS ?= 3
