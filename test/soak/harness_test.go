@@ -72,6 +72,24 @@ type harness struct {
 // fault, not the installed RBAC's.
 const rbacWarmUp = 15 * time.Second
 
+// logTime reads the time a log line starts with: zap's RFC 3339, or klog's
+// "E1201 23:27:31.063598", of this year, in UTC.
+func logTime(line string) (time.Time, bool) {
+	if ts, _, _ := strings.Cut(line, " "); ts != "" {
+		if at, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+			return at, true
+		}
+	}
+	if len(line) < 21 {
+		return time.Time{}, false
+	}
+	at, err := time.Parse("0102 15:04:05.000000", line[1:21])
+	if err != nil {
+		return time.Time{}, false
+	}
+	return at.AddDate(time.Now().UTC().Year(), 0, 0), true
+}
+
 // checkLog fails the test for every request a replica's log says the API
 // server refused, as testenv.CheckLogFile does, but those within
 // rbacWarmUp of a restart of kube-apiserver.
@@ -83,9 +101,8 @@ func (h *harness) checkLog(path string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, line := range lines {
-		ts, _, _ := strings.Cut(line, " ")
-		at, err := time.Parse(time.RFC3339Nano, ts)
-		if err == nil && slices.ContainsFunc(h.apiRestarts, func(r time.Time) bool { return !at.Before(r) && at.Sub(r) < rbacWarmUp }) {
+		at, ok := logTime(line)
+		if ok && slices.ContainsFunc(h.apiRestarts, func(r time.Time) bool { return !at.Before(r) && at.Sub(r) < rbacWarmUp }) {
 			continue
 		}
 		h.t.Errorf("%s, run as installed, was refused a request: %s", filepath.Base(path), line)
@@ -409,4 +426,25 @@ func (sl *slot) replica() *testenv.Replica {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	return sl.current
+}
+
+func TestLogTime(t *testing.T) {
+	year := time.Now().UTC().Year()
+	tests := map[string]struct {
+		line string
+		want time.Time
+		ok   bool
+	}{
+		"zap":   {line: `2026-12-01T23:23:15.893877684Z  "Reconciler error": forbidden`, want: time.Date(2026, 12, 1, 23, 23, 15, 893877684, time.UTC), ok: true},
+		"klog":  {line: `E1201 23:27:31.063598   23701 reflector.go:227] "Failed to watch"`, want: time.Date(year, 12, 1, 23, 27, 31, 63598000, time.UTC), ok: true},
+		"other": {line: `panic: forbidden`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, ok := logTime(tc.line)
+			if ok != tc.ok || !got.Equal(tc.want) {
+				t.Errorf("logTime(%q) = %v, %v; want %v, %v", tc.line, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
 }

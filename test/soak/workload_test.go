@@ -133,6 +133,7 @@ type weighted struct {
 // and the hostile tenants' moves.
 var operations = []weighted{
 	{30, createFragment},
+	{6, raceFragments},
 	{10, updateFragment},
 	{8, deleteFragment},
 	{3, holdAndDeleteFragment},
@@ -264,6 +265,31 @@ func createFragment(ctx context.Context, w *writer) string {
 		Spec:       v1alpha1.ListenerFragmentSpec{ParentRef: parentRef(gw), Listeners: w.entries(gw == poolGW)},
 	}
 	return w.done("create fragment "+describe(lf.Namespace, lf.Name, gw, lf.Spec.Listeners), w.c.Create(ctx, lf))
+}
+
+// raceFragments creates two fragments of two tenants with one listener of
+// the same tuple at the same moment: admission must deny one of them,
+// whichever replica each request reaches.
+func raceFragments(ctx context.Context, w *writer) string {
+	gw := pick(w, sharedGW, poolGW, edgeGW)
+	e := w.entry("l0", gw == poolGW)
+	first := w.tenant()
+	second := tenants[(slices.Index(tenants, first)+1+w.rnd.IntN(len(tenants)-1))%len(tenants)]
+	var lfs [2]*v1alpha1.ListenerFragment
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i, ns := range []string{first, second} {
+		lfs[i] = &v1alpha1.ListenerFragment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("f%d", w.rnd.IntN(fragmentNames))},
+			Spec:       v1alpha1.ListenerFragmentSpec{ParentRef: parentRef(gw), Listeners: []gwv1.ListenerEntry{e}},
+		}
+		wg.Go(func() { errs[i] = w.c.Create(ctx, lfs[i]) })
+	}
+	wg.Wait()
+	for i := range lfs {
+		w.done("race fragment "+describe(lfs[i].Namespace, lfs[i].Name, gw, lfs[i].Spec.Listeners), errs[i])
+	}
+	return ""
 }
 
 // describe renders a source for the log.
