@@ -110,7 +110,7 @@ func (o *Options) managerOptions(source certs.Source, lease *manager.Lease) ctrl
 	opts.PprofBindAddress = o.PprofAddr
 	if source != nil {
 		opts.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{Host: o.WebhookHost, Port: o.WebhookPort,
-			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = source.GetCertificate }}})
+			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = source.GetCertificate }, http1Only}})
 	}
 	opts.LeaderElection = o.LeaderElect
 	opts.LeaderElectionResourceLockInterface = leaseLock(lease)

@@ -31,8 +31,13 @@ func (o MetricsOptions) serverOptions() metricsserver.Options {
 	opts.SecureServing = true
 	opts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	opts.CertDir = o.CertDir
-	// HTTP/2 stays off: its stream cancellation and rapid reset attacks
-	// (CVE-2023-44487, CVE-2023-39325) need no credentials.
-	opts.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+	opts.TLSOpts = []func(*tls.Config){http1Only}
 	return opts
 }
+
+// http1Only keeps HTTP/2 off a server: its stream cancellation and rapid
+// reset attacks (CVE-2023-44487, CVE-2023-39325) need no credentials. On
+// the webhook server it also makes the API server open a connection per
+// concurrent call, which a Service spreads over the replicas, where one
+// HTTP/2 connection would pin admission to one replica.
+func http1Only(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }

@@ -27,15 +27,19 @@ import (
 // TLS handshake, which must succeed whatever certificate is served.
 
 // servedCertificate is the certificate the webhook server presents to a
-// handshake the test makes now; checkTrusted judges it as the API server
-// would.
+// handshake the test makes now, offering HTTP/2 as the API server does;
+// checkTrusted judges it as the API server would. The server must not take
+// HTTP/2.
 func servedCertificate(t *testing.T, addr string) *x509.Certificate {
 	t.Helper()
-	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) // verified by checkTrusted
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}) // verified by checkTrusted
 	if err != nil {
 		t.Fatalf("Connecting to the webhook server: %v", err)
 	}
 	defer conn.Close()
+	if p := conn.ConnectionState().NegotiatedProtocol; p != "http/1.1" {
+		t.Errorf("The webhook server negotiated %q, want http/1.1: HTTP/2 must stay off", p)
+	}
 	return conn.ConnectionState().PeerCertificates[0]
 }
 

@@ -183,7 +183,11 @@ func TestSoak(t *testing.T) {
 	if v := mon.violations(true); len(v) > 0 {
 		t.Errorf("Promises broken (seed %d):\n  %s", s.seed, strings.Join(v, "\n  "))
 	}
-	for _, v := range onlyLeaseHoldersWrote(t, audit) {
+	events, err := testenv.ReadAuditLog(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range append(onlyLeaseHoldersWrote(t, events), admissionSpread(t, events, h)...) {
 		t.Errorf("Seed %d: %s", s.seed, v)
 	}
 	report := summary(s, time.Since(start), ops, failedOps, faults, conv, h.exits())
@@ -366,26 +370,12 @@ func (f *monitorFeed) violations(all bool) []string {
 // while that replica held the leader Lease, as the successful writes of
 // the Lease say (only its holder renews it; a replica that takes it over
 // writes it).
-func onlyLeaseHoldersWrote(t *testing.T, audit string) []string {
-	events, err := testenv.ReadAuditLog(audit)
-	if err != nil {
-		t.Fatal(err)
-	}
+func onlyLeaseHoldersWrote(t *testing.T, events []testenv.AuditEvent) []string {
 	type term struct {
 		holder string
 		from   time.Time
 	}
 	var terms []term
-	replica := func(agent string) string {
-		if !strings.HasPrefix(agent, "gatefold/") {
-			return ""
-		}
-		i, j := strings.Index(agent, "("), strings.Index(agent, ")")
-		if i < 0 || j < i {
-			return ""
-		}
-		return agent[i+1 : j]
-	}
 	for _, e := range events {
 		if e.ObjectRef.Resource == "leases" && e.ObjectRef.Name == "gatefold-leader" && e.ResponseStatus.Code < 300 && e.Verb != "delete" {
 			if r := replica(e.UserAgent); r != "" && (len(terms) == 0 || terms[len(terms)-1].holder != r) {
@@ -423,6 +413,37 @@ func onlyLeaseHoldersWrote(t *testing.T, audit string) []string {
 	t.Logf("Audit: %d writes by gatefold replicas in %d terms of the leader Lease: %v", writes, len(terms), byResource)
 	if writes == 0 || len(terms) == 0 {
 		out = append(out, fmt.Sprintf("the audit log has %d writes of gatefold and %d lease terms: the check saw nothing", writes, len(terms)))
+	}
+	return out
+}
+
+// replica is the replica a gatefold user agent names, or "".
+func replica(agent string) string {
+	if !strings.HasPrefix(agent, "gatefold/") {
+		return ""
+	}
+	i, j := strings.Index(agent, "("), strings.Index(agent, ")")
+	if i < 0 || j < i {
+		return ""
+	}
+	return agent[i+1 : j]
+}
+
+// admissionSpread reads the audit log: every replica took claims, so
+// admission reached each of them and requests raced across replicas.
+func admissionSpread(t *testing.T, events []testenv.AuditEvent, h *harness) []string {
+	claims := map[string]int{}
+	for _, e := range events {
+		if e.ObjectRef.Resource == "leases" && strings.HasPrefix(e.ObjectRef.Name, "lfc-") && e.Verb != "delete" && e.ResponseStatus.Code < 300 {
+			claims[replica(e.UserAgent)]++
+		}
+	}
+	t.Logf("Claims written, by replica: %v", claims)
+	var out []string
+	for _, sl := range h.slots {
+		if claims[sl.name] == 0 {
+			out = append(out, fmt.Sprintf("%s wrote no claim: admission never reached it, so no request raced across replicas", sl.name))
+		}
 	}
 	return out
 }

@@ -287,7 +287,9 @@ func raceFragments(ctx context.Context, w *writer) string {
 	}
 	wg.Wait()
 	for i := range lfs {
-		w.done("race fragment "+describe(lfs[i].Namespace, lfs[i].Name, gw, lfs[i].Spec.Listeners), errs[i])
+		if what := w.done("race fragment "+describe(lfs[i].Namespace, lfs[i].Name, gw, lfs[i].Spec.Listeners), errs[i]); what != "" {
+			w.log.add(op{At: time.Now(), Writer: w.id, What: what})
+		}
 	}
 	return ""
 }
