@@ -41,8 +41,6 @@ type monitor struct {
 	gateways   map[types.NamespacedName]*gatewaySeen
 	namespaces map[string]*namespaceSeen
 	fragments  map[types.NamespacedName]*fragmentSeen
-	// deletions is, per Gateway, when a fragment of it was last deleted or began to be.
-	deletions map[types.NamespacedName]time.Time
 	// grants are the stored ReferenceGrants by namespace and name, and
 	// granted, per namespace, when one there last changed.
 	grants  map[string]map[string]*gwv1beta1.ReferenceGrant
@@ -91,8 +89,8 @@ type finding struct {
 
 func newMonitor(margin time.Duration) *monitor {
 	return &monitor{margin: margin, gateways: map[types.NamespacedName]*gatewaySeen{}, namespaces: map[string]*namespaceSeen{},
-		fragments: map[types.NamespacedName]*fragmentSeen{}, deletions: map[types.NamespacedName]time.Time{},
-		grants: map[string]map[string]*gwv1beta1.ReferenceGrant{}, granted: map[string]time.Time{},
+		fragments: map[types.NamespacedName]*fragmentSeen{},
+		grants:    map[string]map[string]*gwv1beta1.ReferenceGrant{}, granted: map[string]time.Time{},
 		names: map[gwv1.SectionName]string{}, holders: map[types.NamespacedName]map[entry]gwv1.SectionName{}}
 }
 
@@ -265,10 +263,6 @@ func (m *monitor) fragment(at time.Time, lf *v1alpha1.ListenerFragment, deleted 
 		m.name(fragmentSource(prev.lf), true)
 	}
 	if deleted || lf.DeletionTimestamp != nil {
-		if prev != nil && prev.lf.DeletionTimestamp == nil {
-			m.deletions[prev.parent] = at
-			m.touch(at, func(f *fragmentSeen) bool { return f.parent == prev.parent })
-		}
 		if deleted {
 			delete(m.fragments, k)
 		} else {
@@ -290,7 +284,7 @@ func (m *monitor) fragment(at time.Time, lf *v1alpha1.ListenerFragment, deleted 
 			continue
 		}
 		a := &acquired{at: at, passed: s.gatewayRef && m.admitted(lf.Namespace, s.parent)}
-		a.exempt = m.recent(at, m.deletions[s.parent]) || m.recent(at, m.gateways[s.parent].when()) || m.recent(at, m.namespaces[lf.Namespace].when())
+		a.exempt = m.recent(at, m.gateways[s.parent].when()) || m.recent(at, m.namespaces[lf.Namespace].when())
 		f.tuples[e] = a
 		if a.passed && !a.exempt {
 			fresh = append(fresh, e)
