@@ -114,9 +114,6 @@ func (m *monitor) observe(at time.Time, obj client.Object, deleted bool) []strin
 	return m.flush(at, false)
 }
 
-// drain returns the violations found but not yet due, at the end of a run.
-func (m *monitor) drain() []string { return m.flush(time.Time{}, true) }
-
 func (m *monitor) flush(at time.Time, all bool) []string {
 	var out []string
 	kept := m.due[:0]
@@ -586,7 +583,7 @@ func TestMonitor(t *testing.T) {
 			for _, e := range tc.events {
 				got = append(got, m.observe(epoch.Add(time.Duration(e.at*float64(time.Second))), e.obj, e.deleted)...)
 			}
-			got = append(got, m.drain()...)
+			got = append(got, m.flush(time.Time{}, true)...)
 			if len(got) != len(tc.report) {
 				t.Fatalf("monitor reported %d violations, want %d:\n%s", len(got), len(tc.report), strings.Join(got, "\n"))
 			}

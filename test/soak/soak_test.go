@@ -132,7 +132,7 @@ func TestSoak(t *testing.T) {
 	log := &opLog{}
 	conv := map[string][]time.Duration{}
 	faults := map[string]int{}
-	ops, failedOps := 0, 0
+	ops, failedOps, violations := 0, 0, 0
 	start := time.Now()
 	var kept []*writer
 	for round := 0; round == 0 || time.Since(start) < s.duration; round++ {
@@ -168,12 +168,14 @@ func TestSoak(t *testing.T) {
 			t.Logf("Last not quiescent (%d findings): %s", len(last), strings.Join(last[:min(len(last), 5)], "; "))
 		}
 		if len(problems) > 0 {
+			violations += len(problems)
 			t.Errorf("Round %d (seed %d, fault %s: %s, healed at %s) is not quiescent %v after healing:\n  %s\nOperations of the round:\n%s",
 				round, s.seed, kind, f, healed.Format("15:04:05.000"), settleLimit, strings.Join(problems, "\n  "), render(roundOps))
 			break
 		}
 		conv[kind] = append(conv[kind], took)
 		if v := mon.violations(false); len(v) > 0 {
+			violations += len(v)
 			t.Errorf("Round %d (seed %d, fault %s: %s): promises broken while it ran:\n  %s\nOperations of the round:\n%s",
 				round, s.seed, kind, f, strings.Join(v, "\n  "), render(roundOps))
 			break
@@ -181,6 +183,7 @@ func TestSoak(t *testing.T) {
 	}
 	h.stop()
 	if v := mon.violations(true); len(v) > 0 {
+		violations += len(v)
 		t.Errorf("Promises broken (seed %d):\n  %s", s.seed, strings.Join(v, "\n  "))
 	}
 	events, err := testenv.ReadAuditLog(audit)
@@ -188,9 +191,10 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range append(onlyLeaseHoldersWrote(t, events), admissionSpread(t, events, h)...) {
+		violations++
 		t.Errorf("Seed %d: %s", s.seed, v)
 	}
-	report := summary(s, time.Since(start), ops, failedOps, faults, conv, h.exits())
+	report := summary(s, time.Since(start), ops, failedOps, violations, faults, conv, h.exits())
 	t.Log(report)
 	if path := os.Getenv(reportEnv); path != "" {
 		if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
@@ -353,15 +357,12 @@ func (f *monitorFeed) observe(o any, deleted bool) {
 }
 
 // violations returns what the monitor found since the last call; with
-// all, also what is not yet due.
+// all, also what is not due yet.
 func (f *monitorFeed) violations(all bool) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	v := f.seen
+	v := append(f.seen, f.m.flush(time.Now(), all)...)
 	f.seen = nil
-	if all {
-		v = append(v, f.m.drain()...)
-	}
 	return v
 }
 
@@ -449,10 +450,10 @@ func admissionSpread(t *testing.T, events []testenv.AuditEvent, h *harness) []st
 }
 
 // summary renders a run's results as docs/soak.md shows them.
-func summary(s settings, took time.Duration, ops, failedOps int, faults map[string]int, conv map[string][]time.Duration, exits int) string {
+func summary(s settings, took time.Duration, ops, failedOps, violations int, faults map[string]int, conv map[string][]time.Duration, exits int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d, %d replicas, %v: %d operations (%d refused or failed), %d replica exits, 0 violations\n\n",
-		s.seed, s.replicas, took.Round(time.Second), ops, failedOps, exits)
+	fmt.Fprintf(&b, "seed %d, %d replicas, %v: %d operations (%d refused or failed), %d replica exits, %d violations\n\n",
+		s.seed, s.replicas, took.Round(time.Second), ops, failedOps, exits, violations)
 	b.WriteString("| fault | injected | converged p50 | converged p99 |\n|---|---|---|---|\n")
 	for _, kind := range faultKinds {
 		d := slices.Sorted(slices.Values(conv[kind]))
