@@ -29,7 +29,6 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/internal/devenv"
-	"github.com/gatefold/gatefold/test/testenv"
 )
 
 // The knobs of a run, from the environment (make soak sets them).
@@ -127,6 +126,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	mon := startMonitor(t, env.Config)
+	writes := &auditCheck{path: audit, claims: map[string]int{}, byResource: map[string]int{}}
 
 	rnd := rand.New(rand.NewPCG(s.seed, 0))
 	log := &opLog{}
@@ -174,7 +174,7 @@ func TestSoak(t *testing.T) {
 			break
 		}
 		conv[kind] = append(conv[kind], took)
-		if v := mon.violations(false); len(v) > 0 {
+		if v := append(mon.violations(false), writes.check(t, false)...); len(v) > 0 {
 			violations += len(v)
 			t.Errorf("Round %d (seed %d, fault %s: %s): promises broken while it ran:\n  %s\nOperations of the round:\n%s",
 				round, s.seed, kind, f, strings.Join(v, "\n  "), render(roundOps))
@@ -186,11 +186,7 @@ func TestSoak(t *testing.T) {
 		violations += len(v)
 		t.Errorf("Promises broken (seed %d):\n  %s", s.seed, strings.Join(v, "\n  "))
 	}
-	events, err := testenv.ReadAuditLog(audit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range append(onlyLeaseHoldersWrote(t, events), admissionSpread(t, events, h)...) {
+	for _, v := range append(writes.check(t, true), writes.spread(t, h)...) {
 		violations++
 		t.Errorf("Seed %d: %s", s.seed, v)
 	}
@@ -364,89 +360,6 @@ func (f *monitorFeed) violations(all bool) []string {
 	v := append(f.seen, f.m.flush(time.Now(), all)...)
 	f.seen = nil
 	return v
-}
-
-// onlyLeaseHoldersWrote reads the audit log: every write of a gatefold
-// replica to Gateways, statuses, ReferenceGrants and routes was received
-// while that replica held the leader Lease, as the successful writes of
-// the Lease say (only its holder renews it; a replica that takes it over
-// writes it).
-func onlyLeaseHoldersWrote(t *testing.T, events []testenv.AuditEvent) []string {
-	type term struct {
-		holder string
-		from   time.Time
-	}
-	var terms []term
-	for _, e := range events {
-		if e.ObjectRef.Resource == "leases" && e.ObjectRef.Name == "gatefold-leader" && e.ResponseStatus.Code < 300 && e.Verb != "delete" {
-			if r := replica(e.UserAgent); r != "" && (len(terms) == 0 || terms[len(terms)-1].holder != r) {
-				terms = append(terms, term{holder: r, from: e.StageTimestamp})
-			}
-		}
-	}
-	holderAt := func(at time.Time) string {
-		i, _ := slices.BinarySearchFunc(terms, at, func(tm term, at time.Time) int { return tm.from.Compare(at) })
-		// terms[i-1] is the last term that began at or before at.
-		for i < len(terms) && !terms[i].from.After(at) {
-			i++
-		}
-		if i == 0 {
-			return ""
-		}
-		return terms[i-1].holder
-	}
-	var out []string
-	writes := 0
-	byResource := map[string]int{}
-	for _, e := range events {
-		r := replica(e.UserAgent)
-		if r == "" || e.ObjectRef.Resource == "leases" || e.ResponseStatus.Code >= 300 {
-			continue
-		}
-		writes++
-		byResource[strings.TrimSuffix(e.ObjectRef.Resource+"/"+e.ObjectRef.Subresource, "/")]++
-		if holder := holderAt(e.RequestReceivedTimestamp); holder != r {
-			out = append(out, fmt.Sprintf("%s wrote %s %s %s/%s at %s while %q held the leader Lease",
-				r, e.Verb, strings.TrimSuffix(e.ObjectRef.Resource+"/"+e.ObjectRef.Subresource, "/"), e.ObjectRef.Namespace, e.ObjectRef.Name,
-				e.RequestReceivedTimestamp.Format("15:04:05.000000"), holder))
-		}
-	}
-	t.Logf("Audit: %d writes by gatefold replicas in %d terms of the leader Lease: %v", writes, len(terms), byResource)
-	if writes == 0 || len(terms) == 0 {
-		out = append(out, fmt.Sprintf("the audit log has %d writes of gatefold and %d lease terms: the check saw nothing", writes, len(terms)))
-	}
-	return out
-}
-
-// replica is the replica a gatefold user agent names, or "".
-func replica(agent string) string {
-	if !strings.HasPrefix(agent, "gatefold/") {
-		return ""
-	}
-	i, j := strings.Index(agent, "("), strings.Index(agent, ")")
-	if i < 0 || j < i {
-		return ""
-	}
-	return agent[i+1 : j]
-}
-
-// admissionSpread reads the audit log: every replica took claims, so
-// admission reached each of them and requests raced across replicas.
-func admissionSpread(t *testing.T, events []testenv.AuditEvent, h *harness) []string {
-	claims := map[string]int{}
-	for _, e := range events {
-		if e.ObjectRef.Resource == "leases" && strings.HasPrefix(e.ObjectRef.Name, "lfc-") && e.Verb != "delete" && e.ResponseStatus.Code < 300 {
-			claims[replica(e.UserAgent)]++
-		}
-	}
-	t.Logf("Claims written, by replica: %v", claims)
-	var out []string
-	for _, sl := range h.slots {
-		if claims[sl.name] == 0 {
-			out = append(out, fmt.Sprintf("%s wrote no claim: admission never reached it, so no request raced across replicas", sl.name))
-		}
-	}
-	return out
 }
 
 // summary renders a run's results as docs/soak.md shows them.

@@ -1,0 +1,160 @@
+package soak
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatefold/gatefold/test/testenv"
+)
+
+// auditHorizon is how far behind the audit log's last event a write is
+// judged: events are logged as they complete, so the write of a new term of
+// the lease may follow a write received after it.
+const auditHorizon = 5 * time.Second
+
+// auditCheck reads the API server's audit log as it grows and checks that
+// every write of a gatefold replica to Gateways, statuses, ReferenceGrants
+// and routes was received while that replica held the leader Lease: the
+// successful writes of the Lease say who held it when (only its holder
+// renews it; a replica that takes it over writes it).
+type auditCheck struct {
+	path   string
+	offset int64
+	terms  []term
+	// pending are writes not judged yet, received within auditHorizon of the
+	// last event read.
+	pending    []testenv.AuditEvent
+	writes     int
+	byResource map[string]int
+	// claims counts the claims each replica wrote.
+	claims map[string]int
+}
+
+// term is a replica's time as the holder of the leader Lease.
+type term struct {
+	holder string
+	from   time.Time
+}
+
+// check reads what the log gained since the last call and returns the
+// writes made by a replica that did not hold the lease; final judges every
+// write left.
+func (a *auditCheck) check(t *testing.T, final bool) []string {
+	events, err := a.read()
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var last time.Time
+	for _, e := range events {
+		last = e.StageTimestamp
+		r := replica(e.UserAgent)
+		switch {
+		case r == "" || e.ResponseStatus.Code >= 300:
+		case e.ObjectRef.Resource == "leases" && e.ObjectRef.Name == "gatefold-leader" && e.Verb != "delete":
+			a.terms = append(a.terms, term{holder: r, from: e.StageTimestamp})
+		case e.ObjectRef.Resource == "leases":
+			if strings.HasPrefix(e.ObjectRef.Name, "lfc-") && e.Verb != "delete" {
+				a.claims[r]++
+			}
+		default:
+			a.pending = append(a.pending, e)
+		}
+	}
+	slices.SortStableFunc(a.terms, func(x, y term) int { return x.from.Compare(y.from) })
+	var out []string
+	kept := a.pending[:0]
+	for _, e := range a.pending {
+		if !final && !e.RequestReceivedTimestamp.Before(last.Add(-auditHorizon)) {
+			kept = append(kept, e)
+			continue
+		}
+		a.writes++
+		resource := strings.TrimSuffix(e.ObjectRef.Resource+"/"+e.ObjectRef.Subresource, "/")
+		a.byResource[resource]++
+		if r, holder := replica(e.UserAgent), a.holderAt(e.RequestReceivedTimestamp); holder != r {
+			out = append(out, fmt.Sprintf("%s wrote %s %s %s/%s at %s while %q held the leader Lease",
+				r, e.Verb, resource, e.ObjectRef.Namespace, e.ObjectRef.Name, e.RequestReceivedTimestamp.Format("15:04:05.000000"), holder))
+		}
+	}
+	a.pending = kept
+	if final {
+		t.Logf("Audit: %d writes by gatefold replicas, %d renewals or takeovers of the leader Lease: %v", a.writes, len(a.terms), a.byResource)
+		if a.writes == 0 || len(a.terms) == 0 {
+			out = append(out, fmt.Sprintf("the audit log has %d writes of gatefold and %d of its leader Lease: the check saw nothing", a.writes, len(a.terms)))
+		}
+	}
+	return out
+}
+
+// holderAt is the replica that last wrote the leader Lease at or before at.
+func (a *auditCheck) holderAt(at time.Time) string {
+	i, _ := slices.BinarySearchFunc(a.terms, at, func(tm term, at time.Time) int { return tm.from.Compare(at) })
+	for i < len(a.terms) && !a.terms[i].from.After(at) {
+		i++
+	}
+	if i == 0 {
+		return ""
+	}
+	return a.terms[i-1].holder
+}
+
+// read returns the whole lines the log gained since the last read.
+func (a *auditCheck) read() ([]testenv.AuditEvent, error) {
+	f, err := os.Open(a.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(a.offset, io.SeekStart); err != nil {
+		return nil, err
+	}
+	var events []testenv.AuditEvent
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			return events, nil // a partial line is read again next time
+		}
+		if err != nil {
+			return nil, err
+		}
+		a.offset += int64(len(line))
+		var e testenv.AuditEvent
+		if err := json.Unmarshal(line, &e); err != nil {
+			return nil, fmt.Errorf("reading the audit log %s: %w", a.path, err)
+		}
+		events = append(events, e)
+	}
+}
+
+// spread says which replicas wrote no claim: admission never reached them,
+// so no request raced across replicas.
+func (a *auditCheck) spread(t *testing.T, h *harness) []string {
+	t.Logf("Claims written, by replica: %v", a.claims)
+	var out []string
+	for _, sl := range h.slots {
+		if a.claims[sl.name] == 0 {
+			out = append(out, fmt.Sprintf("%s wrote no claim: admission never reached it, so no request raced across replicas", sl.name))
+		}
+	}
+	return out
+}
+
+// replica is the replica a gatefold user agent names, or "".
+func replica(agent string) string {
+	if !strings.HasPrefix(agent, "gatefold/") {
+		return ""
+	}
+	i, j := strings.Index(agent, "("), strings.Index(agent, ")")
+	if i < 0 || j < i {
+		return ""
+	}
+	return agent[i+1 : j]
+}
