@@ -87,6 +87,9 @@ type Store struct {
 	// Client writes claims. It must not be a cached client: a cache would
 	// watch Leases cluster-wide, and gatefold may read them in Namespace only.
 	Client client.Client
+	// Collector writes the collector's releases and backfills, Client when
+	// nil: its own user agent tells them from admission's in an audit log.
+	Collector client.Client
 	// Claims is this replica's informer of the claims in Namespace, which
 	// claims are read from.
 	Claims *Informer
@@ -117,6 +120,14 @@ type Store struct {
 	// deletedUIDs are the fragments this replica saw deleted, and when.
 	deletedMu   sync.Mutex
 	deletedUIDs map[types.UID]time.Time
+}
+
+// collector is the client of the collector's writes.
+func (s *Store) collector() client.Client {
+	if s.Collector != nil {
+		return s.Collector
+	}
+	return s.Client
 }
 
 func (s *Store) sightings() *sightings {
@@ -294,11 +305,11 @@ func (s *Store) deleted(uid types.UID) bool {
 	return ok
 }
 
-// release deletes a claim on condition that it is still at the version this
-// replica wrote or judged, and says whether it did.
-func (s *Store) release(ctx context.Context, name, resourceVersion string) (bool, error) {
+// release deletes a claim with c on condition that it is still at the
+// version this replica wrote or judged, and says whether it did.
+func (s *Store) release(ctx context.Context, c client.Client, name, resourceVersion string) (bool, error) {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name}}
-	err := s.Client.Delete(ctx, l, client.Preconditions{ResourceVersion: &resourceVersion})
+	err := c.Delete(ctx, l, client.Preconditions{ResourceVersion: &resourceVersion})
 	switch {
 	case err == nil:
 		return true, nil
@@ -500,7 +511,7 @@ func (s *Store) Acquire(ctx context.Context, p *Plan) ([]*rules.Conflict, error)
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWait)
 		defer cancel()
 		for _, w := range mine {
-			if _, err := s.release(ctx, w.name, w.version); err != nil {
+			if _, err := s.release(ctx, s.Client, w.name, w.version); err != nil {
 				logf.FromContext(ctx).Error(err, "Releasing a claim of a denied request; the collector will release it", "claim", w.name)
 			}
 		}

@@ -51,7 +51,7 @@ func (s *Store) Collect(ctx context.Context) (Collected, error) {
 		live, err := s.live(ctx, v, h)
 		if err == nil && !live {
 			var released bool
-			if released, err = s.release(ctx, h.lease.Name, h.lease.ResourceVersion); released {
+			if released, err = s.release(ctx, s.collector(), h.lease.Name, h.lease.ResourceVersion); released {
 				done.Released++
 				logf.FromContext(ctx).Info("Released a claim its holder no longer wants", claimKeys(h)...)
 				continue
@@ -83,7 +83,7 @@ func (s *Store) relabel(ctx context.Context, h *held) (bool, error) {
 	}
 	l := h.lease.DeepCopy()
 	l.Labels[claimGatewayLabel] = want
-	switch err := s.Client.Update(ctx, l); {
+	switch err := s.collector().Update(ctx, l); {
 	case err == nil:
 		return true, nil
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
@@ -155,7 +155,7 @@ func (s *Store) backfill(ctx context.Context, v *View, kept []*held) (int, error
 			if !rules.ListenerFolded(lf, lf.Spec.Listeners[j].Name) || b.Conflict(h.Entry) != nil {
 				continue
 			}
-			if err := s.Client.Create(ctx, s.Lease(c, h)); err != nil && !apierrors.IsAlreadyExists(err) {
+			if err := s.collector().Create(ctx, s.Lease(c, h)); err != nil && !apierrors.IsAlreadyExists(err) {
 				errs = append(errs, err)
 				continue
 			} else if err == nil {

@@ -124,11 +124,22 @@ func Setup(mgr ctrl.Manager, opts Options) (*claims.Store, error) {
 func newClaimStore(mgr ctrl.Manager, opts Options) (*claims.Store, error) {
 	cfg := rest.CopyConfig(mgr.GetConfig())
 	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
-	c, err := client.New(cfg, client.Options{
-		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
-	})
+	newClient := func(cfg *rest.Config) (client.Client, error) {
+		c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient()})
+		if err != nil {
+			return nil, fmt.Errorf("creating the claims client: %w", err)
+		}
+		return c, nil
+	}
+	c, err := newClient(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("creating the claims client: %w", err)
+		return nil, err
+	}
+	collectorCfg := rest.CopyConfig(cfg)
+	collectorCfg.UserAgent += " claim-collector"
+	collector, err := newClient(collectorCfg)
+	if err != nil {
+		return nil, err
 	}
 	lw, err := claims.ListWatch(cfg, mgr.GetHTTPClient(), opts.ClaimsNamespace)
 	if err != nil {
@@ -140,6 +151,7 @@ func newClaimStore(mgr ctrl.Manager, opts Options) (*claims.Store, error) {
 	}
 	return &claims.Store{
 		Client:    c,
+		Collector: collector,
 		Claims:    informer,
 		Reader:    c,
 		Cache:     mgr.GetCache(),

@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -14,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -29,8 +32,9 @@ import (
 
 func scheme() *runtime.Scheme { return apischeme.New() }
 
-// The faults, in the order the first rounds take them (so that a short run
-// meets the ones that matter most first); later rounds draw them at random.
+// The faults. The first round freezes the leader, the fault that tests the
+// fence; the others take the kinds in an order drawn from the seed, all of
+// them before any again.
 const (
 	freezeLeader    = "SIGSTOP leader"
 	partitionLeader = "partition leader"
@@ -65,6 +69,8 @@ type harness struct {
 	mu sync.Mutex
 	// apiRestarts are when kube-apiserver was restarted.
 	apiRestarts []time.Time
+	// order is the order of faultKinds the current cycle of rounds takes.
+	order []int
 }
 
 // rbacWarmUp is how long after a restart kube-apiserver may refuse a
@@ -73,7 +79,7 @@ type harness struct {
 const rbacWarmUp = 15 * time.Second
 
 // logTime reads the time a log line starts with: zap's RFC 3339, or klog's
-// "E1201 23:27:31.063598", of this year, in UTC.
+// "E1201 23:27:31.063598", of this year, in local time.
 func logTime(line string) (time.Time, bool) {
 	if ts, _, _ := strings.Cut(line, " "); ts != "" {
 		if at, err := time.Parse(time.RFC3339Nano, ts); err == nil {
@@ -83,11 +89,11 @@ func logTime(line string) (time.Time, bool) {
 	if len(line) < 21 {
 		return time.Time{}, false
 	}
-	at, err := time.Parse("0102 15:04:05.000000", line[1:21])
+	at, err := time.ParseInLocation("0102 15:04:05.000000", line[1:21], time.Local)
 	if err != nil {
 		return time.Time{}, false
 	}
-	return at.AddDate(time.Now().UTC().Year(), 0, 0), true
+	return at.AddDate(time.Now().Year(), 0, 0), true
 }
 
 // checkLog fails the test for every request a replica's log says the API
@@ -248,6 +254,7 @@ func (h *harness) supervise(sl *slot) {
 			return
 		case <-r.Exited():
 		}
+		_ = r.Stop() // removes its kubeconfig's folder
 		sl.mu.Lock()
 		sl.exits++
 		sl.mu.Unlock()
@@ -296,18 +303,20 @@ func (h *harness) stop() {
 	}
 }
 
-// kindFor is the fault of a round: the first rounds take faultKinds in
-// order, later ones draw from it.
+// kindFor is the fault of a round: see faultKinds.
 func (h *harness) kindFor(round int, rnd *rand.Rand) string {
-	if round < len(faultKinds) {
-		return faultKinds[round]
+	if round == 0 {
+		return freezeLeader
 	}
-	return faultKinds[rnd.IntN(len(faultKinds))]
+	i := (round - 1) % len(faultKinds)
+	if i == 0 {
+		h.order = rnd.Perm(len(faultKinds))
+	}
+	return faultKinds[h.order[i]]
 }
 
 // fault is one injected fault: what it hit, and how to undo it.
 type fault struct {
-	kind   string
 	target string
 	at     time.Time
 	lasted time.Duration
@@ -316,7 +325,7 @@ type fault struct {
 
 func (f *fault) String() string {
 	if f.at.IsZero() {
-		return "not injected"
+		return strings.TrimSuffix("not injected: "+f.target, ": ")
 	}
 	s := f.at.Format("15:04:05.000")
 	if f.target != "" {
@@ -332,7 +341,7 @@ func (f *fault) String() string {
 // and keeps it for 5 to 7 seconds or until ctx ends, whichever is first
 // (the undo waits for heal). Restarts happen at once and take their time.
 func (h *harness) inject(ctx context.Context, kind string, rnd *rand.Rand) *fault {
-	f := &fault{kind: kind}
+	f := &fault{}
 	wait := time.Duration(500+rnd.IntN(1500)) * time.Millisecond
 	hold := time.Duration(5000+rnd.IntN(2000)) * time.Millisecond
 	follower := rnd.IntN(len(h.slots))
@@ -341,17 +350,19 @@ func (h *harness) inject(ctx context.Context, kind string, rnd *rand.Rand) *faul
 		return f
 	case <-time.After(wait):
 	}
-	target := h.leader(ctx)
+	leader := h.leader(ctx)
+	target := leader
 	if kind == freezeFollower || kind == killFollower || kind == cutWebhook {
 		for i := range h.slots {
-			if sl := h.slots[(follower+i)%len(h.slots)]; sl != target {
+			if sl := h.slots[(follower+i)%len(h.slots)]; sl != leader {
 				target = sl
 				break
 			}
 		}
 	}
 	if target == nil {
-		target = h.slots[follower]
+		f.target = "no replica leads"
+		return f
 	}
 	f.target, f.at = target.name, time.Now()
 	switch kind {
@@ -411,15 +422,29 @@ func (h *harness) heal(f *fault) time.Time {
 	return time.Now()
 }
 
-// leader is the slot whose replica holds the leader Lease, or nil.
+// leader is the slot whose replica leads: it renewed the leader Lease within
+// the last 2 seconds, its retry period being 500ms. It waits up to 10s for
+// one, and returns nil when none does.
 func (h *harness) leader(ctx context.Context) *slot {
-	name := leaderName(ctx, h.c)
-	for _, sl := range h.slots {
-		if sl.name == name {
-			return sl
+	var found *slot
+	_ = testenv.Poll(10*time.Second, 200*time.Millisecond, func() error {
+		l := &coordinationv1.Lease{}
+		if err := h.c.Get(ctx, client.ObjectKey{Namespace: gatefoldNS, Name: "gatefold-leader"}, l); err != nil {
+			return err
 		}
-	}
-	return nil
+		if l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > 2*time.Second {
+			return errors.New("no replica renews the leader Lease")
+		}
+		holder, _, _ := strings.Cut(ptr.Deref(l.Spec.HolderIdentity, ""), "_")
+		for _, sl := range h.slots {
+			if sl.name == holder {
+				found = sl
+				return nil
+			}
+		}
+		return fmt.Errorf("the leader Lease is held by %q, no replica", holder)
+	})
+	return found
 }
 
 func (sl *slot) replica() *testenv.Replica {
@@ -429,14 +454,14 @@ func (sl *slot) replica() *testenv.Replica {
 }
 
 func TestLogTime(t *testing.T) {
-	year := time.Now().UTC().Year()
+	year := time.Now().Year()
 	tests := map[string]struct {
 		line string
 		want time.Time
 		ok   bool
 	}{
 		"zap":   {line: `2026-12-01T23:23:15.893877684Z  "Reconciler error": forbidden`, want: time.Date(2026, 12, 1, 23, 23, 15, 893877684, time.UTC), ok: true},
-		"klog":  {line: `E1201 23:27:31.063598   23701 reflector.go:227] "Failed to watch"`, want: time.Date(year, 12, 1, 23, 27, 31, 63598000, time.UTC), ok: true},
+		"klog":  {line: `E1201 23:27:31.063598   23701 reflector.go:227] "Failed to watch"`, want: time.Date(year, 12, 1, 23, 27, 31, 63598000, time.Local), ok: true},
 		"other": {line: `panic: forbidden`},
 	}
 	for name, tc := range tests {

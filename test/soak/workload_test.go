@@ -21,8 +21,8 @@ import (
 	"github.com/gatefold/gatefold/api/v1alpha1"
 )
 
-// The world the workload writes: the oracle relies on these names
-// (/work/notes is not read by it; test/soak/doc.go states them).
+// The world the workload writes, whose conventions the oracle relies on
+// (see doc.go).
 const (
 	infraNS    = "infra"
 	certsNS    = "certs"
