@@ -84,18 +84,21 @@ func NewLease(cfg *rest.Config, namespace, name, identity string, renewDeadline 
 
 // Create takes the lease, and remembers when.
 func (l *Lease) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	return l.mark(l.Interface.Create(ctx, r))
+	return l.mark(time.Now(), l.Interface.Create(ctx, r))
 }
 
 // Update renews or takes the lease, and remembers when.
 func (l *Lease) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	return l.mark(l.Interface.Update(ctx, r))
+	return l.mark(time.Now(), l.Interface.Update(ctx, r))
 }
 
-func (l *Lease) mark(err error) error {
+// mark records a renewal sent at sent that succeeded. The time it was sent,
+// not answered: the answer may arrive long after, to a replica frozen in
+// between, when another has taken the lease.
+func (l *Lease) mark(sent time.Time, err error) error {
 	if err == nil {
 		l.mu.Lock()
-		l.renewed = time.Now()
+		l.renewed = sent
 		l.mu.Unlock()
 	}
 	return err

@@ -9,14 +9,22 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-// lock answers every write with err.
+// lock answers every write with err, after delay.
 type lock struct {
 	resourcelock.Interface
-	err error
+	err   error
+	delay time.Duration
 }
 
-func (l *lock) Create(context.Context, resourcelock.LeaderElectionRecord) error { return l.err }
-func (l *lock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return l.err }
+func (l *lock) Create(context.Context, resourcelock.LeaderElectionRecord) error {
+	time.Sleep(l.delay)
+	return l.err
+}
+
+func (l *lock) Update(context.Context, resourcelock.LeaderElectionRecord) error {
+	time.Sleep(l.delay)
+	return l.err
+}
 
 func TestLeaseFencesALeaderThatHasNotRenewed(t *testing.T) {
 	const deadline = 50 * time.Millisecond
@@ -48,5 +56,19 @@ func TestLeaseFencesALeaderThatHasNotRenewed(t *testing.T) {
 	}
 	if err := l.Fence(); err != nil {
 		t.Fatalf("Fence right after a renewal = %v, want nil", err)
+	}
+}
+
+// A renewal answered a renew deadline after it was sent (its answer waited
+// in the socket of a replica frozen meanwhile) is no renewal now: another
+// replica may hold the lease by then.
+func TestLeaseFencesARenewalAnsweredLate(t *testing.T) {
+	const deadline = 50 * time.Millisecond
+	l := &Lease{Interface: &lock{delay: deadline}, renewDeadline: deadline}
+	if err := l.Update(context.Background(), resourcelock.LeaderElectionRecord{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Fence(); !errors.Is(err, ErrNotLeading) {
+		t.Fatalf("Fence right after a renewal sent a renew deadline ago = %v, want ErrNotLeading", err)
 	}
 }
