@@ -26,25 +26,30 @@ import (
 //
 //   - no two stored fragments that both passed admission hold clashing
 //     tuples of one Gateway (or pool): a fragment passed admission with a
-//     tuple when it was created or updated to it while its Gateway existed,
-//     admitted its namespace and the namespace had not opted out, and it has
-//     wanted it since without a break;
+//     tuple when it was created or updated to it while its Gateway existed
+//     and admitted its namespace, which had not opted out, and it has wanted
+//     it since without a break in admission longer than the claim grace;
 //   - a folded listener of such a fragment never passes to another source
 //     while the fragment is stored, admitted, unchanged and its grant is
 //     there, and no own listener took the tuple.
 //
 // Events of different kinds reach the test in slightly different orders, so
-// whatever happens within margin of a change that could explain it is
-// exempt, and a finding is reported only once margin has passed without one.
+// a tuple is exempt when, within margin of taking it, admitted(namespace,
+// Gateway) changed for its fragment; a holder change is exempt too when
+// the fragment or a grant it reads changed, or an own listener clashing
+// with the tuple came or went, within margin. A finding is reported only
+// once margin has passed without such a change.
 type monitor struct {
-	margin     time.Duration
-	gateways   map[types.NamespacedName]*gatewaySeen
-	namespaces map[string]*namespaceSeen
-	fragments  map[types.NamespacedName]*fragmentSeen
+	margin, grace time.Duration
+	gateways      map[types.NamespacedName]*gatewaySeen
+	namespaces    map[string]*namespaceSeen
+	fragments     map[types.NamespacedName]*fragmentSeen
+	// flipped is when admitted(namespace, Gateway) last changed.
+	flipped map[admission]time.Time
 	// grants are the stored ReferenceGrants by namespace and name, and
-	// granted, per namespace, when one there last changed.
+	// granted when one there that lets a namespace in last changed.
 	grants  map[string]map[string]*gwv1beta1.ReferenceGrant
-	granted map[string]time.Time
+	granted map[grantee]time.Time
 	// names maps each listener name gatefold gives a stored source's
 	// listener to the source ("ListenerFragment ns/name").
 	names map[gwv1.SectionName]string
@@ -52,18 +57,37 @@ type monitor struct {
 	// that last held each tuple on it, its siblings or its Gateway of the ListenerSets.
 	holders map[types.NamespacedName]map[entry]gwv1.SectionName
 	due     []finding
+	cover   coverage
+}
+
+// coverage counts what the monitor judged and what it let pass as exempt.
+type coverage struct {
+	// tuples taken by fragments: judged against the others, exempt, or
+	// taken without passing admission.
+	judged, exempt, unadmitted int
+	// changes of a tuple's holder away from a stored fragment: judged
+	// (kept or freed by the rules) or exempt.
+	movesJudged, movesExempt int
+}
+
+// grantee is a namespace of ReferenceGrants and a namespace they may let in.
+type grantee struct{ ns, from string }
+
+// admission is a namespace and a Gateway sources of it may name.
+type admission struct {
+	ns string
+	gw types.NamespacedName
 }
 
 type gatewaySeen struct {
 	gw *gwv1.Gateway // nil once deleted
-	// changed is when its existence, allowedListeners, pool mark or own listeners last changed.
-	changed time.Time
+	// own is when each own listener (by entry) last came or went.
+	own map[entry]time.Time
 }
 
 type namespaceSeen struct {
-	labels  map[string]string
-	known   bool
-	changed time.Time
+	labels map[string]string
+	known  bool
 }
 
 type fragmentSeen struct {
@@ -72,12 +96,14 @@ type fragmentSeen struct {
 	tuples map[entry]*acquired // by listener entry; none while being deleted
 	// changed is when its generation last changed.
 	changed time.Time
+	// broke is when its Gateway stopped admitting it; zero while admitted.
+	broke time.Time
 }
 
 // acquired is when a fragment took a tuple, and whether admission checked it then.
 type acquired struct {
 	at     time.Time
-	passed bool // admitted with a live claim, and wanted without a break since
+	passed bool // admitted with a live claim, and wanted since without a break past the grace
 	exempt bool // a change within margin of at could explain a duplicate
 }
 
@@ -87,16 +113,19 @@ type finding struct {
 	check func() string
 }
 
-func newMonitor(margin time.Duration) *monitor {
-	return &monitor{margin: margin, gateways: map[types.NamespacedName]*gatewaySeen{}, namespaces: map[string]*namespaceSeen{},
-		fragments: map[types.NamespacedName]*fragmentSeen{},
-		grants:    map[string]map[string]*gwv1beta1.ReferenceGrant{}, granted: map[string]time.Time{},
+// newMonitor is a monitor with slack margin around changes, for gatefold
+// run with claim grace grace.
+func newMonitor(margin, grace time.Duration) *monitor {
+	return &monitor{margin: margin, grace: grace, gateways: map[types.NamespacedName]*gatewaySeen{}, namespaces: map[string]*namespaceSeen{},
+		fragments: map[types.NamespacedName]*fragmentSeen{}, flipped: map[admission]time.Time{},
+		grants: map[string]map[string]*gwv1beta1.ReferenceGrant{}, granted: map[grantee]time.Time{},
 		names: map[gwv1.SectionName]string{}, holders: map[types.NamespacedName]map[entry]gwv1.SectionName{}}
 }
 
 // observe takes one watch event seen at at (deleted: a delete event) and
 // returns the violations that became certain by then.
 func (m *monitor) observe(at time.Time, obj client.Object, deleted bool) []string {
+	m.lapse(at)
 	switch o := obj.(type) {
 	case *v1alpha1.ListenerFragment:
 		m.fragment(at, o, deleted)
@@ -128,6 +157,13 @@ func (m *monitor) flush(at time.Time, all bool) []string {
 	}
 	m.due = kept
 	return out
+}
+
+// coverage is a one-line summary of what the monitor judged and exempted.
+func (m *monitor) coverage() string {
+	c := m.cover
+	return fmt.Sprintf("monitor: tuples %d judged, %d exempt, %d not admitted; holder changes %d judged, %d exempt",
+		c.judged, c.exempt, c.unadmitted, c.movesJudged, c.movesExempt)
 }
 
 func (m *monitor) recent(at, change time.Time) bool {
@@ -164,24 +200,61 @@ func (m *monitor) name(s *source, gone bool) {
 	}
 }
 
-// touch marks exempt the tuples taken within margin before at by the fragments of which.
-func (m *monitor) touch(at time.Time, which func(*fragmentSeen) bool) {
-	for _, f := range m.fragments {
-		if !which(f) {
-			continue
+// standing is admitted for every namespace and Gateway seen.
+func (m *monitor) standing() map[admission]bool {
+	out := map[admission]bool{}
+	for gw := range m.gateways {
+		for ns := range m.namespaces {
+			out[admission{ns, gw}] = m.admitted(ns, gw)
 		}
-		for _, a := range f.tuples {
-			if m.recent(at, a.at) && !a.at.After(at) {
-				a.exempt = true
-			}
+	}
+	return out
+}
+
+// change applies a change of a namespace or Gateway and handles every
+// admitted(namespace, Gateway) it flips.
+func (m *monitor) change(at time.Time, apply func()) {
+	was := m.standing()
+	apply()
+	for p, now := range m.standing() {
+		if was[p] != now {
+			m.flip(at, p, now)
 		}
 	}
 }
 
-// unclaim ends the claims of the fragments of which that are no longer admitted.
-func (m *monitor) unclaim(which func(*fragmentSeen) bool) {
+// flip records that admitted(p) became now at at: the tuples its fragments
+// took within margin before are exempt, and their break begins or ends.
+func (m *monitor) flip(at time.Time, p admission, now bool) {
+	m.flipped[p] = at
 	for _, f := range m.fragments {
-		if which(f) && !m.admitted(f.lf.Namespace, f.parent) {
+		if f.lf.Namespace != p.ns || f.parent != p.gw {
+			continue
+		}
+		for _, a := range f.tuples {
+			if !m.recent(at, a.at) || a.at.After(at) || a.exempt {
+				continue
+			}
+			if a.passed {
+				m.cover.judged--
+				m.cover.exempt++
+			}
+			a.exempt = true
+		}
+		switch {
+		case now:
+			f.broke = time.Time{}
+		case f.broke.IsZero():
+			f.broke = at
+		}
+	}
+}
+
+// lapse ends the claims of fragments not admitted for grace less margin by
+// at: gatefold may have released them.
+func (m *monitor) lapse(at time.Time) {
+	for _, f := range m.fragments {
+		if !f.broke.IsZero() && at.Sub(f.broke) >= m.grace-m.margin {
 			for _, a := range f.tuples {
 				a.passed = false
 			}
@@ -195,38 +268,40 @@ func (m *monitor) namespace(at time.Time, ns *corev1.Namespace, deleted bool) {
 		n = &namespaceSeen{}
 		m.namespaces[ns.Name] = n
 	}
-	if deleted {
-		n.labels, n.known = nil, false
-	} else if !n.known || !reflect.DeepEqual(n.labels, ns.Labels) {
-		n.labels, n.known = ns.Labels, true
-	} else {
+	if !deleted && n.known && reflect.DeepEqual(n.labels, ns.Labels) {
 		return
 	}
-	n.changed = at
-	in := func(f *fragmentSeen) bool { return f.lf.Namespace == ns.Name }
-	m.touch(at, in)
-	m.unclaim(in)
+	m.change(at, func() {
+		if deleted {
+			n.labels, n.known = nil, false
+		} else {
+			n.labels, n.known = ns.Labels, true
+		}
+	})
 }
 
 func (m *monitor) gateway(at time.Time, gw *gwv1.Gateway, deleted bool) {
 	k := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
 	g := m.gateways[k]
 	if g == nil {
-		g = &gatewaySeen{}
+		g = &gatewaySeen{own: map[entry]time.Time{}}
 		m.gateways[k] = g
 	}
 	now := gw
 	if deleted {
 		now = nil
 	}
-	if shapeChanged(g.gw, now) {
-		g.changed = at
-		of := func(f *fragmentSeen) bool { return f.parent == k }
-		m.touch(at, of)
-		g.gw = now
-		m.unclaim(of)
+	was := ownEntries(g.gw)
+	for e := range ownEntries(now) {
+		if !was[e] {
+			g.own[e] = at
+		}
+		delete(was, e)
 	}
-	g.gw = now // its listeners, which gatefold writes
+	for e := range was {
+		g.own[e] = at
+	}
+	m.change(at, func() { g.gw = now })
 	if deleted {
 		return
 	}
@@ -237,19 +312,18 @@ func (m *monitor) gateway(at time.Time, gw *gwv1.Gateway, deleted bool) {
 	m.carried(at, head, gw)
 }
 
-// shapeChanged says whether a Gateway changed what admission and the fold
-// read of it: existence, allowedListeners, pool mark, own listeners.
-func shapeChanged(a, b *gwv1.Gateway) bool {
-	if a == nil || b == nil {
-		return a != b
+// ownEntries are the entries of gw's own listeners (none for nil).
+func ownEntries(gw *gwv1.Gateway) map[entry]bool {
+	out := map[entry]bool{}
+	if gw == nil {
+		return out
 	}
-	own := func(gw *gwv1.Gateway) []gwv1.Listener {
-		return slices.DeleteFunc(slices.Clone(gw.Spec.Listeners), func(l gwv1.Listener) bool { return !strings.HasPrefix(string(l.Name), ownPrefix) })
+	for _, l := range gw.Spec.Listeners {
+		if strings.HasPrefix(string(l.Name), ownPrefix) {
+			out[entryOf(l.Port, l.Protocol, l.Hostname)] = true
+		}
 	}
-	oa, ob := own(a), own(b)
-	return !reflect.DeepEqual(a.Spec.AllowedListeners, b.Spec.AllowedListeners) ||
-		a.Annotations[v1alpha1.PoolAnnotation] != b.Annotations[v1alpha1.PoolAnnotation] ||
-		(len(oa) > 0 || len(ob) > 0) && !reflect.DeepEqual(oa, ob)
+	return out
 }
 
 func (m *monitor) fragment(at time.Time, lf *v1alpha1.ListenerFragment, deleted bool) {
@@ -269,7 +343,14 @@ func (m *monitor) fragment(at time.Time, lf *v1alpha1.ListenerFragment, deleted 
 	}
 	m.name(s, false)
 	same := prev != nil && prev.lf.UID == lf.UID && prev.parent == s.parent
+	admitted := s.gatewayRef && m.admitted(lf.Namespace, s.parent)
 	f := &fragmentSeen{lf: lf, parent: s.parent, tuples: map[entry]*acquired{}, changed: at}
+	switch {
+	case same:
+		f.broke = prev.broke
+	case !admitted:
+		f.broke = at
+	}
 	if same && prev.lf.Generation == lf.Generation {
 		f.changed = prev.changed
 	}
@@ -280,10 +361,15 @@ func (m *monitor) fragment(at time.Time, lf *v1alpha1.ListenerFragment, deleted 
 			f.tuples[e] = a
 			continue
 		}
-		a := &acquired{at: at, passed: s.gatewayRef && m.admitted(lf.Namespace, s.parent)}
-		a.exempt = m.recent(at, m.gateways[s.parent].when()) || m.recent(at, m.namespaces[lf.Namespace].when())
+		a := &acquired{at: at, passed: admitted, exempt: m.recent(at, m.flipped[admission{lf.Namespace, s.parent}])}
 		f.tuples[e] = a
-		if a.passed && !a.exempt {
+		switch {
+		case !a.passed:
+			m.cover.unadmitted++
+		case a.exempt:
+			m.cover.exempt++
+		default:
+			m.cover.judged++
 			fresh = append(fresh, e)
 		}
 	}
@@ -300,23 +386,9 @@ func (f *fragmentSeen) tuple(e entry) *acquired {
 	return f.tuples[e]
 }
 
-func (g *gatewaySeen) when() time.Time {
-	if g == nil {
-		return time.Time{}
-	}
-	return g.changed
-}
-
-func (n *namespaceSeen) when() time.Time {
-	if n == nil {
-		return time.Time{}
-	}
-	return n.changed
-}
-
 // duplicates looks for stored fragments that passed admission with a tuple
 // that clashes with e, which f just took, and reports each once margin has
-// passed with both still unexplained.
+// passed with neither exempt.
 func (m *monitor) duplicates(at time.Time, f *fragmentSeen, e entry) {
 	mine := f.tuples[e]
 	for _, o := range m.fragments {
@@ -330,14 +402,24 @@ func (m *monitor) duplicates(at time.Time, f *fragmentSeen, e entry) {
 			msg := fmt.Sprintf("ListenerFragments %s (%s, admitted %s) and %s (%s, admitted %s) both passed admission with clashing listeners on Gateway %s",
 				key(o.lf), oe, theirs.at.Format(time.RFC3339Nano), key(f.lf), e, at.Format(time.RFC3339Nano), f.parent)
 			m.due = append(m.due, finding{due: at.Add(m.margin), check: func() string {
-				if mine.passed && !mine.exempt && theirs.passed && !theirs.exempt {
-					return msg
+				if mine.exempt || theirs.exempt {
+					return ""
 				}
-				return ""
+				return msg
 			}})
 		}
 	}
 }
+
+// hold is what the rules say of a fragment that held a tuple which passed
+// to another source.
+type hold int
+
+const (
+	freed   hold = iota // it no longer keeps the tuple: the move is allowed
+	keeps               // it keeps the tuple: the move is a violation
+	excused             // a change within margin could explain the move
+)
 
 // carried follows the tuples of gatefold's listeners on gw, of the pool of
 // head, and reports a tuple that passed from a fragment that should have
@@ -355,19 +437,33 @@ func (m *monitor) carried(at time.Time, head types.NamespacedName, gw *gwv1.Gate
 		if !ok || was == l.Name || strings.HasPrefix(string(l.Name), ownPrefix) {
 			continue
 		}
-		x, ok := m.keeper(at, head, t, was)
-		if !ok {
+		x, h := m.keeper(at, head, t, was)
+		switch h {
+		case freed:
+			if x != nil {
+				m.cover.movesJudged++
+			}
+			continue
+		case excused:
+			m.cover.movesExempt++
 			continue
 		}
 		name, to := l.Name, m.names[l.Name]
 		m.due = append(m.due, finding{due: at.Add(m.margin), check: func() string {
 			y := cmp.Or(m.names[name], to)
 			if y == x.String() || m.optedOut(y) {
+				m.cover.movesJudged++
 				return ""
 			}
-			if _, still := m.keeper(at, head, t, was); !still {
+			switch _, h := m.keeper(at, head, t, was); h {
+			case excused:
+				m.cover.movesExempt++
+				return ""
+			case freed:
+				m.cover.movesJudged++
 				return ""
 			}
+			m.cover.movesJudged++
 			return fmt.Sprintf("tuple %s of Gateway %s passed from %s, stored, admitted and unchanged, to %s (listener %s on Gateway %s) at %s",
 				t, head, x, cmp.Or(y, "an unknown source"), name, key(gw), at.Format(time.RFC3339Nano))
 		}})
@@ -382,36 +478,71 @@ func (m *monitor) optedOut(y string) bool {
 	return ok && n != nil && n.labels[optOutLabel] == optOutValue
 }
 
-// keeper returns the fragment whose Gateway listener was held tuple t of
-// head's pool, if it should still hold it at at: stored, not being deleted,
-// passed admission with t and admitted still, its generation, its namespace,
-// the head and the grants it reads all unchanged within margin.
-func (m *monitor) keeper(at time.Time, head types.NamespacedName, t entry, was gwv1.SectionName) (*source, bool) {
+// keeper returns the stored fragment whose Gateway listener was held tuple
+// t of head's pool (nil: none), and whether it keeps t at at: not being
+// deleted, passed admission with t and admitted still, granted, no own
+// listener clashing with it; excused when, within margin of at, its
+// generation or admitted(namespace, head) changed, a grant it reads
+// changed, or an own listener clashing with it came or went.
+func (m *monitor) keeper(at time.Time, head types.NamespacedName, t entry, was gwv1.SectionName) (*source, hold) {
 	holder, ok := m.names[was]
 	kind, nn, _ := strings.Cut(holder, " ")
 	ns, name, _ := strings.Cut(nn, "/")
 	if !ok || kind != kindFragment {
-		return nil, false
+		return nil, freed
 	}
 	f := m.fragments[types.NamespacedName{Namespace: ns, Name: name}]
-	if f == nil || f.lf.DeletionTimestamp != nil || f.parent != head || m.recent(at, f.changed) {
-		return nil, false
+	if f == nil {
+		return nil, freed
 	}
-	if m.recent(at, m.gateways[head].when()) || m.recent(at, m.namespaces[ns].when()) || !m.admitted(ns, head) {
-		return nil, false
+	s := fragmentSource(f.lf)
+	if f.lf.DeletionTimestamp != nil || f.parent != head {
+		return s, freed
+	}
+	if m.recent(at, f.changed) || m.recent(at, m.flipped[admission{ns, head}]) {
+		return s, excused
+	}
+	if !m.admitted(ns, head) {
+		return s, freed
 	}
 	for _, l := range f.lf.Spec.Listeners {
 		e := entryOf(l.Port, l.Protocol, l.Hostname)
 		if e.tuple() != t {
 			continue
 		}
-		s := fragmentSource(f.lf)
-		if a := f.tuples[e]; a == nil || !a.passed || a.exempt || m.ungranted(at, s, l) {
-			return nil, false
+		a := f.tuples[e]
+		switch {
+		case a == nil || !a.passed:
+			return s, freed
+		case a.exempt:
+			return s, excused
 		}
-		return s, true
+		if h := m.shadowed(at, head, e); h != keeps {
+			return s, h
+		}
+		return s, m.grantHold(at, s, l)
 	}
-	return nil, false
+	return s, freed
+}
+
+// shadowed says whether an own listener of head clashing with e is there
+// (freed), came or went within margin of at (excused), or neither (keeps).
+func (m *monitor) shadowed(at time.Time, head types.NamespacedName, e entry) hold {
+	g := m.gateways[head]
+	if g == nil {
+		return keeps
+	}
+	for o, when := range g.own {
+		if clash(o, e) != "" && m.recent(at, when) {
+			return excused
+		}
+	}
+	for o := range ownEntries(g.gw) {
+		if clash(o, e) != "" {
+			return freed
+		}
+	}
+	return keeps
 }
 
 func (m *monitor) grant(at time.Time, g *gwv1beta1.ReferenceGrant, deleted bool) {
@@ -420,19 +551,30 @@ func (m *monitor) grant(at time.Time, g *gwv1beta1.ReferenceGrant, deleted bool)
 		in = map[string]*gwv1beta1.ReferenceGrant{}
 		m.grants[g.Namespace] = in
 	}
+	if prev := in[g.Name]; !deleted && prev != nil && reflect.DeepEqual(prev.Spec, g.Spec) {
+		return
+	}
+	for _, v := range []*gwv1beta1.ReferenceGrant{in[g.Name], g} {
+		if v == nil {
+			continue
+		}
+		for _, f := range v.Spec.From {
+			m.granted[grantee{g.Namespace, string(f.Namespace)}] = at
+		}
+	}
 	if deleted {
 		delete(in, g.Name)
 	} else {
 		in[g.Name] = g
 	}
-	m.granted[g.Namespace] = at
 }
 
-// ungranted says whether listener l of s lacks a grant it needs now, or one
-// in a namespace it reads changed within margin of at.
-func (m *monitor) ungranted(at time.Time, s *source, l gwv1.ListenerEntry) bool {
+// grantHold says whether listener l of s has the grants it needs now
+// (keeps), lacks one (freed), or reads a namespace where a grant that lets
+// s's namespace in changed within margin of at (excused).
+func (m *monitor) grantHold(at time.Time, s *source, l gwv1.ListenerEntry) hold {
 	if l.TLS == nil {
-		return false
+		return keeps
 	}
 	x := &index{grants: map[string][]*gwv1beta1.ReferenceGrant{}}
 	for _, ref := range l.TLS.CertificateRefs {
@@ -443,11 +585,14 @@ func (m *monitor) ungranted(at time.Time, s *source, l gwv1.ListenerEntry) bool 
 		for _, g := range m.grants[ns] {
 			x.grants[ns] = append(x.grants[ns], g)
 		}
-		if m.recent(at, m.granted[ns]) || !x.granted(s, ref) {
-			return true
+		if m.recent(at, m.granted[grantee{ns, s.namespace}]) {
+			return excused
+		}
+		if !x.granted(s, ref) {
+			return freed
 		}
 	}
-	return false
+	return keeps
 }
 
 // event is one watch event of a monitor table test, at seconds after epoch.
@@ -495,18 +640,67 @@ func TestMonitor(t *testing.T) {
 	a, b := fragmentAt("t0", "a", 1, x), fragmentAt("t1", "b", 1, x)
 	bHTTP := fragmentAt("t1", "b", 1, fixture.Entry("http", 443, gwv1.HTTPProtocolType, "y.example.com"))
 	granted := fragmentAt("t0", "a", 1, sharedCert("https", "x.example.com"))
-	grant := certsGrant("t0")
+	grant, other, narrowed := certsGrant("t0"), certsGrant("t2"), certsGrant("t0")
+	narrowed.Spec.To[0].Name = ptr.To[gwv1.ObjectName]("shared-cert")
 	start := []event{{0, tenantNamespace("t0", yes), false}, {0, tenantNamespace("t1", no), false}, {0, tenantNamespace("t5", map[string]string{optOutLabel: optOutValue}), false},
 		{0, gatewayCarrying("shared", all, nil), false}}
 	then := func(events ...event) []event { return append(slices.Clone(start), events...) }
 	for name, tc := range map[string]struct {
-		events []event
-		report []string
+		events   []event
+		report   []string
+		coverage string // when set, what coverage says at the end
 	}{
 		"one fragment": {events: then(event{10, a, false})},
 		"two admitted duplicates": {
-			events: then(event{10, a, false}, event{20, b, false}),
-			report: []string{"ListenerFragments t0/a (443/HTTPS x.example.com, admitted 2026-12-01T00:00:10Z) and t1/b (443/HTTPS x.example.com, admitted 2026-12-01T00:00:20Z) both passed admission"},
+			events:   then(event{10, a, false}, event{20, b, false}),
+			report:   []string{"ListenerFragments t0/a (443/HTTPS x.example.com, admitted 2026-12-01T00:00:10Z) and t1/b (443/HTTPS x.example.com, admitted 2026-12-01T00:00:20Z) both passed admission"},
+			coverage: "monitor: tuples 2 judged, 0 exempt, 0 not admitted; holder changes 0 judged, 0 exempt",
+		},
+		"a duplicate just after another namespace was relabelled": {
+			events: then(event{10, a, false}, event{19.5, tenantNamespace("t2", no), false}, event{19.8, tenantNamespace("t0", no), false}, event{20, b, false}),
+			report: []string{"ListenerFragments t0/a (443/HTTPS x.example.com, admitted 2026-12-01T00:00:10Z) and t1/b"},
+		},
+		"a duplicate just after its namespace was relabelled, still admitted": {
+			events: then(event{10, a, false}, event{19.5, tenantNamespace("t1", yes), false}, event{20, b, false}, event{20.5, tenantNamespace("t1", no), false}),
+			report: []string{"ListenerFragments t0/a (443/HTTPS x.example.com, admitted 2026-12-01T00:00:10Z) and t1/b"},
+		},
+		"a duplicate just after its namespace was admitted": {
+			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false},
+				event{19.5, tenantNamespace("t1", yes), false}, event{20, b, false}),
+			coverage: "monitor: tuples 1 judged, 1 exempt, 0 not admitted; holder changes 0 judged, 0 exempt",
+		},
+		"a duplicate just before its namespace opted out": {
+			events:   then(event{10, a, false}, event{20, b, false}, event{20.5, tenantNamespace("t1", map[string]string{optOutLabel: optOutValue}), false}),
+			coverage: "monitor: tuples 1 judged, 1 exempt, 0 not admitted; holder changes 0 judged, 0 exempt",
+		},
+		"a duplicate just after an own listener over its tuple came and went": {
+			events: then(event{10, a, false}, event{19.5, gatewayCarrying("shared", all, []gwv1.Listener{fixture.GatewayHTTPS("own-x", "x.example.com")}), false},
+				event{20, b, false}, event{20.5, gatewayCarrying("shared", all, nil), false}),
+			report: []string{"ListenerFragments t0/a (443/HTTPS x.example.com, admitted 2026-12-01T00:00:10Z) and t1/b"},
+		},
+		"a duplicate during a short break in the holder's admission": {
+			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{20, tenantNamespace("t0", no), false},
+				event{21, tenantNamespace("t1", yes), false}, event{25, b, false}),
+			report: []string{"ListenerFragments t0/a (443/HTTPS x.example.com, admitted 2026-12-01T00:00:10Z) and t1/b (443/HTTPS x.example.com, admitted 2026-12-01T00:00:25Z)"},
+		},
+		"a duplicate after a short break in the holder's admission": {
+			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{20, tenantNamespace("t0", no), false},
+				event{23, tenantNamespace("t0", yes), false}, event{24, tenantNamespace("t1", yes), false}, event{30, b, false}),
+			report: []string{"ListenerFragments t0/a (443/HTTPS x.example.com, admitted 2026-12-01T00:00:10Z) and t1/b (443/HTTPS x.example.com, admitted 2026-12-01T00:00:30Z)"},
+		},
+		"a duplicate after the holder's Gateway left for a moment": {
+			events: then(event{10, a, false}, event{20, gatewayCarrying("shared", all, nil), true},
+				event{23, gatewayCarrying("shared", all, nil), false}, event{30, b, false}),
+			report: []string{"ListenerFragments t0/a (443/HTTPS x.example.com, admitted 2026-12-01T00:00:10Z) and t1/b (443/HTTPS x.example.com, admitted 2026-12-01T00:00:30Z)"},
+		},
+		"a duplicate long into a break in the holder's admission": {
+			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{20, tenantNamespace("t0", no), false},
+				event{21, tenantNamespace("t1", yes), false}, event{29.5, b, false}),
+		},
+		"a duplicate after a long break in the holder's admission": {
+			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{20, tenantNamespace("t0", no), false},
+				event{35, tenantNamespace("t0", yes), false}, event{36, tenantNamespace("t1", yes), false}, event{40, b, false}),
+			coverage: "monitor: tuples 2 judged, 0 exempt, 0 not admitted; holder changes 0 judged, 0 exempt",
 		},
 		"two admitted listeners that cannot share a port": {
 			events: then(event{10, a, false}, event{20, bHTTP, false}),
@@ -517,7 +711,8 @@ func TestMonitor(t *testing.T) {
 				{10, gatewayCarrying("shared", all, nil), false}, {20, b, false}},
 		},
 		"a duplicate from an opted-out namespace": {
-			events: then(event{10, a, false}, event{20, fragmentAt("t5", "b", 1, x), false}),
+			events:   then(event{10, a, false}, event{20, fragmentAt("t5", "b", 1, x), false}),
+			coverage: "monitor: tuples 1 judged, 0 exempt, 1 not admitted; holder changes 0 judged, 0 exempt",
 		},
 		"a duplicate just after an allowedListeners change": {
 			events: then(event{10, a, false}, event{20, gatewayCarrying("shared", selected, nil), false},
@@ -536,7 +731,35 @@ func TestMonitor(t *testing.T) {
 		"a listener passing to another tenant": {
 			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{11, gatewayCarrying("shared", selected, nil, a), false},
 				event{12, b, false}, event{25, tenantNamespace("t1", yes), false}, event{30, gatewayCarrying("shared", selected, nil, b), false}),
-			report: []string{"tuple 443/tls x.example.com of Gateway infra/shared passed from ListenerFragment t0/a, stored, admitted and unchanged, to ListenerFragment t1/b"},
+			report:   []string{"tuple 443/tls x.example.com of Gateway infra/shared passed from ListenerFragment t0/a, stored, admitted and unchanged, to ListenerFragment t1/b"},
+			coverage: "monitor: tuples 1 judged, 0 exempt, 1 not admitted; holder changes 1 judged, 0 exempt",
+		},
+		"a listener passing just after its holder's namespace was relabelled, still admitted": {
+			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{11, gatewayCarrying("shared", selected, nil, a), false},
+				event{12, b, false}, event{25, tenantNamespace("t1", yes), false}, event{29.5, tenantNamespace("t0", map[string]string{"soak.gatefold.dev/access": "yes", "team": "x"}), false},
+				event{30, gatewayCarrying("shared", selected, nil, b), false}),
+			report: []string{"passed from ListenerFragment t0/a, stored, admitted and unchanged, to ListenerFragment t1/b"},
+		},
+		"a listener passing just after an own listener elsewhere came": {
+			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{11, gatewayCarrying("shared", selected, nil, a), false},
+				event{12, b, false}, event{25, tenantNamespace("t1", yes), false},
+				event{29.5, gatewayCarrying("shared", selected, []gwv1.Listener{fixture.GatewayHTTPS("own-y", "y.example.com")}, a), false},
+				event{30, gatewayCarrying("shared", selected, []gwv1.Listener{fixture.GatewayHTTPS("own-y", "y.example.com")}, b), false}),
+			report: []string{"passed from ListenerFragment t0/a, stored, admitted and unchanged, to ListenerFragment t1/b"},
+		},
+		"a listener passing just after an own listener clashing with it went": {
+			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{11, gatewayCarrying("shared", selected, nil, a), false},
+				event{12, b, false}, event{25, tenantNamespace("t1", yes), false},
+				event{26, gatewayCarrying("shared", selected, []gwv1.Listener{{Name: "own-tcp", Port: 443, Protocol: gwv1.TCPProtocolType}}), false},
+				event{29.5, gatewayCarrying("shared", selected, nil), false}, event{30, gatewayCarrying("shared", selected, nil, b), false}),
+			coverage: "monitor: tuples 1 judged, 0 exempt, 1 not admitted; holder changes 0 judged, 1 exempt",
+		},
+		"a listener passing while an own listener clashing with it is there": {
+			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{11, gatewayCarrying("shared", selected, nil, a), false},
+				event{12, b, false}, event{25, tenantNamespace("t1", yes), false},
+				event{26, gatewayCarrying("shared", selected, []gwv1.Listener{{Name: "own-tcp", Port: 443, Protocol: gwv1.TCPProtocolType}}), false},
+				event{30, gatewayCarrying("shared", selected, []gwv1.Listener{{Name: "own-tcp", Port: 443, Protocol: gwv1.TCPProtocolType}}, b), false}),
+			coverage: "monitor: tuples 1 judged, 0 exempt, 1 not admitted; holder changes 1 judged, 0 exempt",
 		},
 		"a listener passing once its holder's namespace is no longer admitted": {
 			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{11, gatewayCarrying("shared", selected, nil, a), false},
@@ -546,6 +769,7 @@ func TestMonitor(t *testing.T) {
 			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{11, gatewayCarrying("shared", selected, nil, a), false},
 				event{12, b, false}, event{25, tenantNamespace("t1", yes), false}, event{30, gatewayCarrying("shared", selected, nil, b), false},
 				event{30.5, fragmentAt("t0", "a", 2, x), false}),
+			coverage: "monitor: tuples 1 judged, 0 exempt, 1 not admitted; holder changes 0 judged, 1 exempt",
 		},
 		"a listener passing long after its holder changed": {
 			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{11, gatewayCarrying("shared", selected, nil, a), false},
@@ -558,6 +782,19 @@ func TestMonitor(t *testing.T) {
 				event{11, gatewayCarrying("shared", selected, nil, granted), false}, event{12, b, false}, event{25, tenantNamespace("t1", yes), false},
 				event{50, gatewayCarrying("shared", selected, nil, b), false}),
 			report: []string{"passed from ListenerFragment t0/a, stored, admitted and unchanged, to ListenerFragment t1/b"},
+		},
+		"a granted listener passing just after another tenant's grant was revoked and its own seen again": {
+			events: then(event{0, &grant, false}, event{0, &other, false}, event{0, gatewayCarrying("shared", selected, nil), false}, event{10, granted, false},
+				event{11, gatewayCarrying("shared", selected, nil, granted), false}, event{12, b, false}, event{25, tenantNamespace("t1", yes), false},
+				event{49.2, &grant, false}, event{49.5, &other, true}, event{50, gatewayCarrying("shared", selected, nil, b), false}),
+			report:   []string{"passed from ListenerFragment t0/a, stored, admitted and unchanged, to ListenerFragment t1/b"},
+			coverage: "monitor: tuples 1 judged, 0 exempt, 1 not admitted; holder changes 1 judged, 0 exempt",
+		},
+		"a granted listener passing just after its grant changed": {
+			events: then(event{0, &grant, false}, event{0, gatewayCarrying("shared", selected, nil), false}, event{10, granted, false},
+				event{11, gatewayCarrying("shared", selected, nil, granted), false}, event{12, b, false}, event{25, tenantNamespace("t1", yes), false},
+				event{49, &grant, false}, event{49.5, &narrowed, false}, event{50, gatewayCarrying("shared", selected, nil, b), false}),
+			coverage: "monitor: tuples 1 judged, 0 exempt, 1 not admitted; holder changes 0 judged, 1 exempt",
 		},
 		"a listener passing after its holder's grant was revoked": {
 			events: then(event{0, &grant, false}, event{0, gatewayCarrying("shared", selected, nil), false}, event{10, granted, false},
@@ -578,7 +815,7 @@ func TestMonitor(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			m := newMonitor(time.Second)
+			m := newMonitor(time.Second, 10*time.Second)
 			var got []string
 			for _, e := range tc.events {
 				got = append(got, m.observe(epoch.Add(time.Duration(e.at*float64(time.Second))), e.obj, e.deleted)...)
@@ -591,6 +828,9 @@ func TestMonitor(t *testing.T) {
 				if !strings.Contains(got[i], want) {
 					t.Errorf("violation %d is %q, want it to contain %q", i, got[i], want)
 				}
+			}
+			if c := m.coverage(); tc.coverage != "" && c != tc.coverage {
+				t.Errorf("coverage is %q, want %q", c, tc.coverage)
 			}
 		})
 	}
