@@ -137,7 +137,7 @@ var replicaArgs = []string{
 	"--cert-mode=self-signed", "--webhook-cert-hosts=127.0.0.1",
 	"--listenerset-controllers=" + foldedClassCtrl,
 	"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms",
-	"--claim-grace=10s", "--claim-collect-period=2s",
+	"--claim-grace=" + claimGrace.String(), "--claim-collect-period=2s",
 	"--zap-time-encoding=rfc3339nano",
 }
 

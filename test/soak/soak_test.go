@@ -55,6 +55,8 @@ const (
 	// margin is the monitor's slack around a change that makes two
 	// observations of different kinds ambiguous in order.
 	margin = 3 * time.Second
+	// claimGrace is the replicas' --claim-grace, the least gatefold takes.
+	claimGrace = 10 * time.Second
 )
 
 // settings is a run's configuration.
@@ -163,7 +165,7 @@ func TestSoak(t *testing.T) {
 				failedOps++
 			}
 		}
-		t.Logf("Round %d: %s (%s); %d operations; quiescent %v after healing", round, kind, f, len(roundOps), took.Round(time.Millisecond))
+		t.Logf("Round %d: %s (%s); %d operations; quiescent %v after healing; %s", round, kind, f, len(roundOps), took.Round(time.Millisecond), mon.coverage())
 		if len(first) > 0 {
 			t.Logf("Not quiescent at first (%d findings): %s", len(first), strings.Join(first[:min(len(first), 5)], "; "))
 			t.Logf("Last not quiescent (%d findings): %s", len(last), strings.Join(last[:min(len(last), 5)], "; "))
@@ -313,7 +315,7 @@ type monitorFeed struct {
 }
 
 func startMonitor(t *testing.T, cfg *rest.Config) *monitorFeed {
-	feed := &monitorFeed{m: newMonitor(margin)}
+	feed := &monitorFeed{m: newMonitor(margin, claimGrace)}
 	informers, err := cache.New(cfg, cache.Options{Scheme: scheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -351,6 +353,13 @@ func (f *monitorFeed) observe(o any, deleted bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seen = append(f.seen, f.m.observe(time.Now(), obj, deleted)...)
+}
+
+// coverage says how much the monitor judged and excused.
+func (f *monitorFeed) coverage() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.m.coverage()
 }
 
 // violations returns what the monitor found since the last call; with
