@@ -52,6 +52,10 @@ const (
 	// settleLimit is how long quiescence may take after a round: the claim
 	// grace and a collect period, a failover, and slack for a loaded machine.
 	settleLimit = 90 * time.Second
+	// stuckFor ends a settle early whose findings have not changed for that
+	// long: past the claim grace and two collect periods, nothing pending
+	// would change them.
+	stuckFor = 25 * time.Second
 	// margin is the monitor's slack around a change that makes two
 	// observations of different kinds ambiguous in order.
 	margin = 3 * time.Second
@@ -173,7 +177,7 @@ func TestSoak(t *testing.T) {
 		if len(problems) > 0 {
 			violations += len(problems)
 			t.Errorf("Round %d (seed %d, fault %s: %s, healed at %s) is not quiescent %v after healing:\n  %s\nOperations of the round:\n%s",
-				round, s.seed, kind, f, healed.Format("15:04:05.000"), settleLimit, strings.Join(problems, "\n  "), render(roundOps))
+				round, s.seed, kind, f, healed.Format("15:04:05.000"), took.Round(time.Second), strings.Join(problems, "\n  "), render(roundOps))
 			break
 		}
 		conv[kind] = append(conv[kind], took)
@@ -216,14 +220,16 @@ func fastClient(t *testing.T, cfg *rest.Config) client.Client {
 
 // settle polls the oracle until the world is quiescent and stays so, and
 // returns how long that took until it first was, or what is still wrong
-// after settleLimit, and what was wrong at the first and the last look
-// that found something. Staying is quiescent again steadyFor later with no
+// after settleLimit (or stuckFor without a change), and what was wrong at
+// the first and the last look that found something. Staying is quiescent again steadyFor later with no
 // Gateway written in between: a fold that flaps is not quiescent.
 func settle(ctx context.Context, c client.Client) (took time.Duration, problems, atFirst, atLast []string) {
 	const steadyFor = 2 * time.Second
 	start := time.Now()
 	var first time.Duration
 	var gateways map[string]string
+	// stuck is since when the findings have been the same.
+	var stuck time.Time
 	for time.Since(start) < settleLimit {
 		w, err := readWorld(ctx, c)
 		if err != nil {
@@ -234,8 +240,14 @@ func settle(ctx context.Context, c client.Client) (took time.Duration, problems,
 		if atFirst == nil {
 			atFirst = append([]string{}, problems...)
 		}
+		if len(problems) > 0 && !slices.Equal(problems, atLast) {
+			stuck = time.Now()
+		}
 		if len(problems) > 0 {
 			atLast = problems
+			if time.Since(stuck) > stuckFor {
+				return time.Since(start), problems, atFirst, atLast
+			}
 		}
 		switch {
 		case len(problems) > 0:
