@@ -20,6 +20,8 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
 )
 
 // InjectorFieldOwner is the field manager of the caBundle gatefold applies to
@@ -139,7 +141,7 @@ func (s *SelfSigned) ensureCA(ctx context.Context, now time.Time) (*authority, e
 			return nil, err
 		}
 		secret = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.SecretName, Labels: map[string]string{"app.kubernetes.io/managed-by": "gatefold"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.SecretName, Labels: map[string]string{v1alpha1.ManagedByLabel: v1alpha1.FieldManager}},
 			Type:       corev1.SecretTypeTLS,
 			Data:       data,
 		}

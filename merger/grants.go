@@ -89,6 +89,12 @@ func (r *Reconciler) applyGrant(ctx context.Context, src *rules.Source, gw *gwv1
 	case err != nil:
 		return fmt.Errorf("reading ReferenceGrant %s: %w", key, err)
 	}
+	if current != nil && ofEarlierObject(current, src) {
+		if err := r.deleteGrant(ctx, current, "Deleted the ReferenceGrant of an earlier object of the name"); err != nil {
+			return err
+		}
+		current = nil
+	}
 	if widenOnly && current != nil && ownedBy(current, src) && len(current.Spec.From) == 1 && string(current.Spec.From[0].Namespace) == gw.Namespace {
 		for _, t := range current.Spec.To {
 			if t.Name != nil && t.Group == corev1.GroupName && t.Kind == "Secret" {
@@ -101,13 +107,7 @@ func (r *Reconciler) applyGrant(ctx context.Context, src *rules.Source, gw *gwv1
 		if current == nil || !ownedBy(current, src) {
 			return nil
 		}
-		if err := r.Client.Delete(ctx, current, client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
-			grantWrites.WithLabelValues("delete", resultError).Inc()
-			return fmt.Errorf("deleting unused ReferenceGrant %s: %w", key, err)
-		}
-		grantWrites.WithLabelValues("delete", resultWritten).Inc()
-		log.FromContext(ctx).Info("Deleted unused ReferenceGrant", "referenceGrant", klog.KObj(current))
-		return nil
+		return r.deleteGrant(ctx, current, "Deleted unused ReferenceGrant")
 	}
 	if current != nil && !ownedBy(current, src) {
 		// Someone else's grant of that name: never overwrite it.
@@ -153,7 +153,7 @@ func desiredGrant(key types.NamespacedName, src *rules.Source, gatewayNS string,
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: key.Namespace,
 			Name:      key.Name,
-			Labels:    map[string]string{"app.kubernetes.io/managed-by": v1alpha1.FieldManager},
+			Labels:    map[string]string{v1alpha1.ManagedByLabel: v1alpha1.FieldManager},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: rules.APIVersionOf(src.Kind), Kind: src.Kind, Name: src.Name, UID: src.UID, Controller: ptr.To(true),
 			}},
@@ -164,6 +164,28 @@ func desiredGrant(key types.NamespacedName, src *rules.Source, gatewayNS string,
 		g.Spec.To = append(g.Spec.To, gwv1.ReferenceGrantTo{Group: corev1.GroupName, Kind: "Secret", Name: ptr.To(gwv1.ObjectName(s))})
 	}
 	return g
+}
+
+// deleteGrant deletes grant, on condition that it is the object read, and
+// logs msg.
+func (r *Reconciler) deleteGrant(ctx context.Context, grant *gwv1.ReferenceGrant, msg string) error {
+	err := r.Client.Delete(ctx, grant, client.Preconditions{UID: &grant.UID, ResourceVersion: &grant.ResourceVersion})
+	if client.IgnoreNotFound(err) != nil {
+		grantWrites.WithLabelValues("delete", resultError).Inc()
+		return fmt.Errorf("deleting ReferenceGrant %s: %w", klog.KObj(grant), err)
+	}
+	grantWrites.WithLabelValues("delete", resultWritten).Inc()
+	log.FromContext(ctx).Info(msg, "referenceGrant", klog.KObj(grant))
+	return nil
+}
+
+// ofEarlierObject says whether grant is the one gatefold made for an earlier
+// object of src's kind and name, deleted since: the garbage collector may not
+// have deleted it yet, and it must not stand in src's way.
+func ofEarlierObject(grant *gwv1.ReferenceGrant, src *rules.Source) bool {
+	ref := metav1.GetControllerOf(grant)
+	return ref != nil && ref.UID != src.UID && ref.Kind == src.Kind && ref.Name == src.Name &&
+		grant.Labels[v1alpha1.ManagedByLabel] == v1alpha1.FieldManager
 }
 
 func ownedBy(grant *gwv1.ReferenceGrant, src *rules.Source) bool {

@@ -25,10 +25,6 @@ import (
 	"github.com/gatefold/gatefold/rules"
 )
 
-// managedByLabel is the well-known label naming the tool that manages an
-// object.
-const managedByLabel = "app.kubernetes.io/managed-by"
-
 // section is one Gateway listener a route attaches to.
 type section struct {
 	Gateway types.NamespacedName
@@ -63,7 +59,7 @@ func (r *Reconciler) derivedRoute(route *unstructured.Unstructured, s section) (
 	d.SetNamespace(route.GetNamespace())
 	d.SetName(derivedName(r.GVK.Kind, key, s))
 	d.SetLabels(map[string]string{
-		managedByLabel:            v1alpha1.FieldManager,
+		v1alpha1.ManagedByLabel:   v1alpha1.FieldManager,
 		v1alpha1.DerivedLabel:     "true",
 		v1alpha1.DerivedFromLabel: routeHash(r.GVK.Kind, key),
 	})

@@ -7,6 +7,11 @@ const (
 	// ReferenceGrants. managedFields name it.
 	FieldManager = "gatefold"
 
+	// ManagedByLabel, the well-known label of the tool that manages an
+	// object, is FieldManager on the objects gatefold makes: ReferenceGrants,
+	// derived routes, its CA's Secret.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+
 	// PoolAnnotation, set to "true" by its owner on a Gateway, makes the
 	// Gateway the head of a pool: when its fragments do not fit in one
 	// Gateway, gatefold creates sibling Gateways from it and places each
