@@ -147,6 +147,7 @@ var operations = []weighted{
 	{1, flipOptOut},
 	{1, flipEdgeAllowed},
 	{1, recreateEdge},
+	{1, togglePoolMark},
 	{2, createTypo},
 	{1, createTooBig},
 }
@@ -322,7 +323,9 @@ func updateFragment(ctx context.Context, w *writer) string {
 		return ""
 	}
 	pool := string(lf.Spec.ParentRef.Name) == poolGW
-	switch w.rnd.IntN(3) {
+	switch w.rnd.IntN(4) {
+	case 3: // the fragment moves to another Gateway, its listeners as they are
+		lf.Spec.ParentRef = parentRef(pick(w, sharedGW, poolGW, edgeGW))
 	case 0: // a listener changes its tuple
 		i := w.rnd.IntN(len(lf.Spec.Listeners))
 		lf.Spec.Listeners[i] = w.entry(string(lf.Spec.Listeners[i].Name), pool)
@@ -379,24 +382,26 @@ func deleteListenerSet(ctx context.Context, w *writer) string {
 	return w.done(fmt.Sprintf("delete ListenerSet %s/%s", ls.Namespace, ls.Name), client.IgnoreNotFound(w.c.Delete(ctx, ls)))
 }
 
-// createRoute creates an HTTPRoute that names a fragment's listener l0 as
-// its parent, which may not exist or not be HTTP(S).
+// createRoute creates an HTTPRoute that names listener l0 of a fragment or
+// of a ListenerSet as its parent, which may not exist or not be HTTP(S).
 func createRoute(ctx context.Context, w *writer) string {
 	ns := w.tenant()
-	lf := fmt.Sprintf("f%d", w.rnd.IntN(fragmentNames))
+	group, kind, parent := gwv1.Group(v1alpha1.GroupVersion.Group), gwv1.Kind("ListenerFragment"), fmt.Sprintf("f%d", w.rnd.IntN(fragmentNames))
+	if w.rnd.IntN(3) == 0 {
+		group, kind, parent = gwv1.GroupName, "ListenerSet", fmt.Sprintf("s%d", w.rnd.IntN(4))
+	}
 	route := &gwv1.HTTPRoute{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("r%d", w.rnd.IntN(6))},
 		Spec: gwv1.HTTPRouteSpec{
 			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{
-				Group: ptr.To(gwv1.Group(v1alpha1.GroupVersion.Group)), Kind: ptr.To[gwv1.Kind]("ListenerFragment"),
-				Name: gwv1.ObjectName(lf), SectionName: ptr.To[gwv1.SectionName]("l0"),
+				Group: ptr.To(group), Kind: ptr.To(kind), Name: gwv1.ObjectName(parent), SectionName: ptr.To[gwv1.SectionName]("l0"),
 			}}},
 			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
 				Name: "app", Port: ptr.To[gwv1.PortNumber](8080),
 			}}}}}},
 		},
 	}
-	return w.done(fmt.Sprintf("create route %s/%s naming fragment %s", ns, route.Name, lf), w.c.Create(ctx, route))
+	return w.done(fmt.Sprintf("create route %s/%s naming %s %s", ns, route.Name, kind, parent), w.c.Create(ctx, route))
 }
 
 func deleteRoute(ctx context.Context, w *writer) string {
@@ -485,6 +490,18 @@ func allowed(from gwv1.FromNamespaces) *gwv1.AllowedListeners {
 		a.Namespaces.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{accessLabel: "yes"}}
 	}
 	return a
+}
+
+// togglePoolMark unmarks the pool head, which stops the pool (what its
+// siblings carry stays), or marks it again.
+func togglePoolMark(ctx context.Context, w *writer) string {
+	return w.updateGateway(ctx, poolGW, "toggle the pool mark of pool", func(gw *gwv1.Gateway) {
+		if gw.Annotations[v1alpha1.PoolAnnotation] == "true" {
+			delete(gw.Annotations, v1alpha1.PoolAnnotation)
+		} else {
+			metav1.SetMetaDataAnnotation(&gw.ObjectMeta, v1alpha1.PoolAnnotation, "true")
+		}
+	})
 }
 
 // recreateEdge deletes edge, or creates it when it is gone: its fragments
