@@ -181,11 +181,13 @@ func (r *Reconciler) deleteGrant(ctx context.Context, grant *gwv1.ReferenceGrant
 
 // ofEarlierObject says whether grant is the one gatefold made for an earlier
 // object of src's kind and name, deleted since: the garbage collector may not
-// have deleted it yet, and it must not stand in src's way.
+// have deleted it yet, and it must not stand in src's way. Made before src
+// was: a cache that still shows the earlier object must not take the grant
+// of a later one for it.
 func ofEarlierObject(grant *gwv1.ReferenceGrant, src *rules.Source) bool {
 	ref := metav1.GetControllerOf(grant)
 	return ref != nil && ref.UID != src.UID && ref.Kind == src.Kind && ref.Name == src.Name &&
-		grant.Labels[v1alpha1.ManagedByLabel] == v1alpha1.FieldManager
+		grant.Labels[v1alpha1.ManagedByLabel] == v1alpha1.FieldManager && grant.CreationTimestamp.Before(&src.CreationTimestamp)
 }
 
 func ownedBy(grant *gwv1.ReferenceGrant, src *rules.Source) bool {

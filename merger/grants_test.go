@@ -3,6 +3,7 @@ package merger
 import (
 	"context"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,13 +25,16 @@ import (
 func TestGrantOfAnEarlierObjectOfTheNameIsReplaced(t *testing.T) {
 	gw := fixture.Gateway("infra", gwv1.NamespacesFromAll)
 	lf := fixture.Fragment("shop", "web", gw, fixture.HTTPS("https", "web.example.com"))
-	lf.UID = "new"
+	lf.UID, lf.CreationTimestamp = "new", metav1.Date(2026, 12, 1, 10, 0, 5, 0, time.UTC)
 	src := rules.FromFragment(lf)
 	folded := []fold.Outcome{{Fragment: src.Ref(), Listener: "https", Reason: gwv1.ListenerEntryReasonAccepted}}
-	grant := func(owner string, managed bool) *gwv1.ReferenceGrant {
+	// grant is made at second 4 for the object of name owner, "old"; at
+	// second 6 it is a later object's, which a stale cache may meet.
+	grant := func(owner string, managed bool, second int) *gwv1.ReferenceGrant {
 		g := desiredGrant(client.ObjectKey{Namespace: "shop", Name: GrantName(src.Ref())}, &src, "infra", []string{"old-cert"})
 		g.OwnerReferences[0].UID = "old"
 		g.OwnerReferences[0].Name = owner
+		g.CreationTimestamp = metav1.Date(2026, 12, 1, 10, 0, second, 0, time.UTC)
 		if !managed {
 			g.Labels = nil
 		}
@@ -43,10 +47,11 @@ func TestGrantOfAnEarlierObjectOfTheNameIsReplaced(t *testing.T) {
 		// nil is no grant.
 		want []string
 	}{
-		"the earlier fragment's, the new one needs a grant": {stored: grant("web", true), outcomes: folded, want: []string{"cert"}},
-		"the earlier fragment's, the new one needs none":    {stored: grant("web", true)},
-		"another fragment's of another name":                {stored: grant("other", true), outcomes: folded, want: []string{"old-cert"}},
-		"not gatefold's":                                     {stored: grant("web", false), outcomes: folded, want: []string{"old-cert"}},
+		"the earlier fragment's, the new one needs a grant": {stored: grant("web", true, 4), outcomes: folded, want: []string{"cert"}},
+		"the earlier fragment's, the new one needs none":    {stored: grant("web", true, 4)},
+		"a later fragment's, met by a stale cache":          {stored: grant("web", true, 6), outcomes: folded, want: []string{"old-cert"}},
+		"another fragment's of another name":                {stored: grant("other", true, 4), outcomes: folded, want: []string{"old-cert"}},
+		"not gatefold's":                                    {stored: grant("web", false, 4), outcomes: folded, want: []string{"old-cert"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

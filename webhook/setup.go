@@ -22,6 +22,7 @@ import (
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/claims"
+	gfmanager "github.com/gatefold/gatefold/internal/manager"
 )
 
 // AdmissionLabel on a namespace, set to AdmissionDisabled, keeps gatefold's
@@ -151,7 +152,7 @@ func newClaimStore(mgr ctrl.Manager, opts Options) (*claims.Store, error) {
 	}
 	return &claims.Store{
 		Client:    c,
-		Collector: collector,
+		Collector: gfmanager.FencedClient(collector, opts.Fence),
 		Claims:    informer,
 		Reader:    c,
 		Cache:     mgr.GetCache(),

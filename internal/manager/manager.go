@@ -54,6 +54,8 @@ type Lease struct {
 	renewDeadline time.Duration
 	mu            sync.Mutex
 	renewed       time.Time
+	// holder is the holder the lease had when it was last read.
+	holder string
 }
 
 // NewLease returns the Lease lock namespace/name for a replica named
@@ -87,9 +89,37 @@ func (l *Lease) Create(ctx context.Context, r resourcelock.LeaderElectionRecord)
 	return l.mark(time.Now(), l.Interface.Create(ctx, r))
 }
 
-// Update renews or takes the lease, and remembers when.
+// Get reads the lease, and remembers its holder.
+func (l *Lease) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	r, raw, err := l.Interface.Get(ctx)
+	if err == nil {
+		l.mu.Lock()
+		l.holder = r.HolderIdentity
+		l.mu.Unlock()
+	}
+	return r, raw, err
+}
+
+// ErrNotHolder is a release of the lease refused because another replica
+// held it when it was last read.
+var ErrNotHolder = errors.New("not releasing the leader lease: another replica holds it")
+
+// Update renews or takes the lease, and remembers when; or releases it,
+// which closes the fence at once. client-go releases a lease its last
+// renewal says it holds, on a record read just before: a replica that lost
+// the lease while frozen would empty its successor's, so that is refused.
 func (l *Lease) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	return l.mark(time.Now(), l.Interface.Update(ctx, r))
+	if r.HolderIdentity == l.Identity() {
+		return l.mark(time.Now(), l.Interface.Update(ctx, r))
+	}
+	l.mu.Lock()
+	l.renewed = time.Time{}
+	holder := l.holder
+	l.mu.Unlock()
+	if holder != l.Identity() {
+		return ErrNotHolder
+	}
+	return l.Interface.Update(ctx, r)
 }
 
 // mark records a renewal sent at sent that succeeded. The time it was sent,
@@ -217,4 +247,44 @@ func GatewaysOfClass(ctx context.Context, c client.Reader, class string) ([]*gwv
 		}
 	}
 	return out, nil
+}
+
+// FencedClient is c refusing every write with ErrFenced while fence, when
+// set, fails: for a writer, such as the claim collector, whose round of
+// writes may outlast a check made once before it.
+func FencedClient(c client.Client, fence func() error) client.Client {
+	return fencedClient{Client: c, fence: fence}
+}
+
+type fencedClient struct {
+	client.Client
+	fence func() error
+}
+
+func (c fencedClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if err := Fenced(c.fence); err != nil {
+		return err
+	}
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+func (c fencedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	if err := Fenced(c.fence); err != nil {
+		return err
+	}
+	return c.Client.Update(ctx, obj, opts...)
+}
+
+func (c fencedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if err := Fenced(c.fence); err != nil {
+		return err
+	}
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (c fencedClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	if err := Fenced(c.fence); err != nil {
+		return err
+	}
+	return c.Client.Delete(ctx, obj, opts...)
 }
