@@ -166,6 +166,19 @@ func (m *monitor) coverage() string {
 		c.judged, c.exempt, c.unadmitted, c.movesJudged, c.movesExempt)
 }
 
+// late says whether the test saw lf's last write more than margin after it
+// was made (a relist after a broken watch): what admitted it then is not
+// known. Write times have whole seconds.
+func (m *monitor) late(at time.Time, lf *v1alpha1.ListenerFragment) bool {
+	w := lf.CreationTimestamp.Time
+	for _, f := range lf.ManagedFields {
+		if f.Subresource == "" && f.Time != nil && f.Time.After(w) {
+			w = f.Time.Time
+		}
+	}
+	return !w.IsZero() && at.Sub(w) > m.margin+time.Second
+}
+
 func (m *monitor) recent(at, change time.Time) bool {
 	return !change.IsZero() && !change.Before(at.Add(-m.margin))
 }
@@ -361,7 +374,7 @@ func (m *monitor) fragment(at time.Time, lf *v1alpha1.ListenerFragment, deleted 
 			f.tuples[e] = a
 			continue
 		}
-		a := &acquired{at: at, passed: admitted, exempt: m.recent(at, m.flipped[admission{lf.Namespace, s.parent}])}
+		a := &acquired{at: at, passed: admitted, exempt: m.recent(at, m.flipped[admission{lf.Namespace, s.parent}]) || m.late(at, lf)}
 		f.tuples[e] = a
 		switch {
 		case !a.passed:
@@ -602,6 +615,16 @@ type event struct {
 	deleted bool
 }
 
+// written is lf as the API server shows it when it was last written at
+// second at of the test's day.
+func written(lf *v1alpha1.ListenerFragment, at int) *v1alpha1.ListenerFragment {
+	lf = lf.DeepCopy()
+	when := metav1.NewTime(time.Date(2026, 12, 1, 0, 0, at, 0, time.UTC))
+	lf.CreationTimestamp = when
+	lf.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, Time: &when}}
+	return lf
+}
+
 func tenantNamespace(name string, labels map[string]string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 }
@@ -682,6 +705,9 @@ func TestMonitor(t *testing.T) {
 			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{20, tenantNamespace("t0", no), false},
 				event{21, tenantNamespace("t1", yes), false}, event{25, b, false}),
 			report: []string{"ListenerFragments t0/a (443/HTTPS x.example.com, admitted 2026-12-01T00:00:10Z) and t1/b (443/HTTPS x.example.com, admitted 2026-12-01T00:00:25Z)"},
+		},
+		"duplicates seen long after they were written (a relist)": {
+			events: then(event{10, a, false}, event{30, written(b, 10), false}),
 		},
 		"a duplicate after a short break in the holder's admission": {
 			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{20, tenantNamespace("t0", no), false},
