@@ -168,15 +168,33 @@ func (m *monitor) coverage() string {
 
 // late says whether the test saw lf's last write more than margin after it
 // was made (a relist after a broken watch): what admitted it then is not
-// known. Write times have whole seconds.
+// known.
 func (m *monitor) late(at time.Time, lf *v1alpha1.ListenerFragment) bool {
+	w := lastWrite(lf)
+	return !w.IsZero() && at.Sub(w) > m.margin+time.Second
+}
+
+// near says whether a change seen at change could have come within margin
+// of a write made at written, by the API server's clock in whole seconds:
+// a watch that lags can deliver the write after a later change.
+func (m *monitor) near(written, change time.Time) bool {
+	if written.IsZero() || change.IsZero() {
+		return false
+	}
+	d := change.Sub(written)
+	return d > -m.margin-time.Second && d < m.margin+time.Second
+}
+
+// lastWrite is when lf's spec or metadata was last written, as its
+// creationTimestamp and managedFields say; zero when they say nothing.
+func lastWrite(lf *v1alpha1.ListenerFragment) time.Time {
 	w := lf.CreationTimestamp.Time
 	for _, f := range lf.ManagedFields {
 		if f.Subresource == "" && f.Time != nil && f.Time.After(w) {
 			w = f.Time.Time
 		}
 	}
-	return !w.IsZero() && at.Sub(w) > m.margin+time.Second
+	return w
 }
 
 func (m *monitor) recent(at, change time.Time) bool {
@@ -374,7 +392,8 @@ func (m *monitor) fragment(at time.Time, lf *v1alpha1.ListenerFragment, deleted 
 			f.tuples[e] = a
 			continue
 		}
-		a := &acquired{at: at, passed: admitted, exempt: m.recent(at, m.flipped[admission{lf.Namespace, s.parent}]) || m.late(at, lf)}
+		flipped := m.flipped[admission{lf.Namespace, s.parent}]
+		a := &acquired{at: at, passed: admitted, exempt: m.recent(at, flipped) || m.late(at, lf) || m.near(lastWrite(lf), flipped)}
 		f.tuples[e] = a
 		switch {
 		case !a.passed:
@@ -705,6 +724,10 @@ func TestMonitor(t *testing.T) {
 			events: then(event{0, gatewayCarrying("shared", selected, nil), false}, event{10, a, false}, event{20, tenantNamespace("t0", no), false},
 				event{21, tenantNamespace("t1", yes), false}, event{25, b, false}),
 			report: []string{"ListenerFragments t0/a (443/HTTPS x.example.com, admitted 2026-12-01T00:00:10Z) and t1/b (443/HTTPS x.example.com, admitted 2026-12-01T00:00:25Z)"},
+		},
+		"a duplicate written while its Gateway was gone, seen late": {
+			events: then(event{10, a, false}, event{20, gatewayCarrying("shared", all, nil), true}, event{20.3, gatewayCarrying("shared", all, nil), false},
+				event{21.6, written(b, 20), false}),
 		},
 		"duplicates seen long after they were written (a relist)": {
 			events: then(event{10, a, false}, event{30, written(b, 10), false}),
