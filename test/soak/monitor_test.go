@@ -365,6 +365,14 @@ func (m *monitor) fragment(at time.Time, lf *v1alpha1.ListenerFragment, deleted 
 		m.name(fragmentSource(prev.lf), true)
 	}
 	if deleted || lf.DeletionTimestamp != nil {
+		// An informer may deliver one object's change after another's made
+		// later: a duplicate found within margin before its holder's
+		// deletion arrives is not reported.
+		if prev != nil {
+			for _, a := range prev.tuples {
+				a.exempt = true
+			}
+		}
 		if deleted {
 			delete(m.fragments, k)
 		} else {
@@ -634,6 +642,13 @@ type event struct {
 	deleted bool
 }
 
+// deleting is lf being deleted.
+func deleting(lf *v1alpha1.ListenerFragment) *v1alpha1.ListenerFragment {
+	lf = lf.DeepCopy()
+	lf.DeletionTimestamp = ptr.To(metav1.NewTime(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)))
+	return lf
+}
+
 // written is lf as the API server shows it when it was last written at
 // second at of the test's day.
 func written(lf *v1alpha1.ListenerFragment, at int) *v1alpha1.ListenerFragment {
@@ -728,6 +743,9 @@ func TestMonitor(t *testing.T) {
 		"a duplicate written while its Gateway was gone, seen late": {
 			events: then(event{10, a, false}, event{20, gatewayCarrying("shared", all, nil), true}, event{20.3, gatewayCarrying("shared", all, nil), false},
 				event{21.6, written(b, 20), false}),
+		},
+		"a duplicate whose holder's deletion arrives just after it": {
+			events: then(event{10, a, false}, event{20, b, false}, event{20.5, deleting(a), false}),
 		},
 		"duplicates seen long after they were written (a relist)": {
 			events: then(event{10, a, false}, event{30, written(b, 10), false}),
