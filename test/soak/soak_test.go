@@ -53,9 +53,10 @@ const (
 	// grace and a collect period, a failover, and slack for a loaded machine.
 	settleLimit = 90 * time.Second
 	// stuckFor ends a settle early whose findings have not changed for that
-	// long: past the claim grace and two collect periods, nothing pending
-	// would change them.
-	stuckFor = 25 * time.Second
+	// long: past the claim grace, two collect periods and the garbage
+	// collector's delay after a kube-apiserver restart (up to 44s seen),
+	// nothing pending would change them.
+	stuckFor = 60 * time.Second
 	// margin is the monitor's slack around a change that makes two
 	// observations of different kinds ambiguous in order.
 	margin = 3 * time.Second
