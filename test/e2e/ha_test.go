@@ -579,12 +579,8 @@ func checkOnlyLeadersWrote(t *testing.T, audit string, first, second *replica, r
 	writes := map[string]int{}
 	secondLeads := ledSince(t, second)
 	for _, e := range events {
-		agent := e.UserAgent
-		if !strings.HasPrefix(agent, "gatefold/") {
-			continue
-		}
-		from := agent[strings.Index(agent, "(")+1 : strings.Index(agent, ")")]
-		if e.ObjectRef.Resource == "leases" || e.ResponseStatus.Code >= 300 {
+		from := e.Replica()
+		if from == "" || e.ObjectRef.Resource == "leases" || e.ResponseStatus.Code >= 300 {
 			continue
 		}
 		writes[from]++

@@ -1,10 +1,7 @@
 package soak
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,14 +50,15 @@ type term struct {
 // writes made by a replica that did not hold the lease; final judges every
 // write left, not only those auditHorizon behind the log.
 func (a *auditCheck) check(t *testing.T, final bool) []string {
-	events, err := a.read()
+	events, offset, err := testenv.ReadAuditLogFrom(a.path, a.offset)
 	if err != nil {
 		return []string{err.Error()}
 	}
+	a.offset = offset
 	var last time.Time
 	for _, e := range events {
 		last = e.StageTimestamp
-		r := replica(e.UserAgent)
+		r := e.Replica()
 		switch {
 		case r == "" || e.ResponseStatus.Code >= 300:
 		case e.ObjectRef.Resource == "leases" && e.ObjectRef.Name == "gatefold-leader" && e.Verb != "delete":
@@ -89,7 +87,7 @@ func (a *auditCheck) check(t *testing.T, final bool) []string {
 			resource = "claims by the collector"
 		}
 		a.byResource[resource]++
-		if r, holder := replica(e.UserAgent), a.holderAt(e.RequestReceivedTimestamp); holder != r {
+		if r, holder := e.Replica(), a.holderAt(e.RequestReceivedTimestamp); holder != r {
 			out = append(out, fmt.Sprintf("%s wrote %s %s %s/%s at %s while %q held the leader Lease",
 				r, e.Verb, resource, e.ObjectRef.Namespace, e.ObjectRef.Name, e.RequestReceivedTimestamp.Format("15:04:05.000000"), holder))
 		}
@@ -110,35 +108,6 @@ func (a *auditCheck) holderAt(at time.Time) string {
 	return a.terms[i-1].holder
 }
 
-// read returns the whole lines the log gained since the last read.
-func (a *auditCheck) read() ([]testenv.AuditEvent, error) {
-	f, err := os.Open(a.path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if _, err := f.Seek(a.offset, io.SeekStart); err != nil {
-		return nil, err
-	}
-	var events []testenv.AuditEvent
-	r := bufio.NewReaderSize(f, 1<<20)
-	for {
-		line, err := r.ReadBytes('\n')
-		if err == io.EOF {
-			return events, nil // a partial line is read again next time
-		}
-		if err != nil {
-			return nil, err
-		}
-		a.offset += int64(len(line))
-		var e testenv.AuditEvent
-		if err := json.Unmarshal(line, &e); err != nil {
-			return nil, fmt.Errorf("reading the audit log %s: %w", a.path, err)
-		}
-		events = append(events, e)
-	}
-}
-
 // seen says, after the last check, what the check saw too little of: no
 // write or no lease term (it checked nothing), and the replicas that took
 // no claim in admission (it never reached them, so no request raced across
@@ -156,18 +125,6 @@ func (a *auditCheck) seen(t *testing.T, h *harness) []string {
 		}
 	}
 	return out
-}
-
-// replica is the replica a gatefold user agent names, or "".
-func replica(agent string) string {
-	if !strings.HasPrefix(agent, "gatefold/") {
-		return ""
-	}
-	i, j := strings.Index(agent, "("), strings.Index(agent, ")")
-	if i < 0 || j < i {
-		return ""
-	}
-	return agent[i+1 : j]
 }
 
 func TestAuditCheckJudgesWritesByTheLeaseTerms(t *testing.T) {

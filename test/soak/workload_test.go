@@ -183,7 +183,7 @@ func (w *writer) done(what string, err error) string {
 		return what
 	}
 	w.log.add(op{At: time.Now(), Writer: w.id, What: what, Err: shortErr(err)})
-	if _, ok := err.(apierrors.APIStatus); !ok && !errors.As(err, new(apierrors.APIStatus)) {
+	if !errors.As(err, new(apierrors.APIStatus)) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return ""

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -46,22 +48,52 @@ func (e AuditEvent) Username() string {
 	return e.User.Username
 }
 
+// Replica is the gatefold replica the request's user agent names,
+// "gatefold/<version> (<replica>)", or "" for another client.
+func (e AuditEvent) Replica() string {
+	if !strings.HasPrefix(e.UserAgent, "gatefold/") {
+		return ""
+	}
+	i, j := strings.Index(e.UserAgent, "("), strings.Index(e.UserAgent, ")")
+	if i < 0 || j < i {
+		return ""
+	}
+	return e.UserAgent[i+1 : j]
+}
+
 // ReadAuditLog returns the events of an audit log, one JSON event a line.
 func ReadAuditLog(path string) ([]AuditEvent, error) {
+	events, _, err := ReadAuditLogFrom(path, 0)
+	return events, err
+}
+
+// ReadAuditLogFrom returns the events of the whole lines an audit log holds
+// past offset, and the offset after them: a line still being written is
+// left for the next read, so a log that grows can be read as it grows.
+func ReadAuditLogFrom(path string, offset int64) ([]AuditEvent, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, offset, err
 	}
 	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil, offset, err
+	}
 	var events []AuditEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var e AuditEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return nil, fmt.Errorf("reading the audit log %s: %w", path, err)
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			return events, offset, nil
 		}
+		if err != nil {
+			return nil, offset, err
+		}
+		var e AuditEvent
+		if err := json.Unmarshal(line, &e); err != nil {
+			return nil, offset, fmt.Errorf("reading the audit log %s: %w", path, err)
+		}
+		offset += int64(len(line))
 		events = append(events, e)
 	}
-	return events, sc.Err()
 }
