@@ -61,8 +61,17 @@ type Options struct {
 	ListenerSetControllers sets.Set[string]
 }
 
-// +kubebuilder:webhook:path=/mutate-gatefold-dev-v1alpha1-listenerfragment,mutating=true,failurePolicy=fail,sideEffects=None,groups=gatefold.dev,resources=listenerfragments,verbs=create;update,versions=v1alpha1,name=mlistenerfragment.gatefold.dev,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-gatefold-dev-v1alpha1-listenerfragment,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=gatefold.dev,resources=listenerfragments,verbs=create;update,versions=v1alpha1,name=vlistenerfragment.gatefold.dev,admissionReviewVersions=v1,timeoutSeconds=10
+
+// The defaulting webhook is called only for a fragment DefaultFragment would
+// change or deny: its matchCondition is DefaultFragment's test of whether
+// there is anything to do (matchcondition_test.go proves they agree), so a
+// fragment written in full, as route controllers write it, costs no round
+// trip. One with more listeners or longer hostnames than the schema admits
+// is passed on unread, so that the schema's message, not CEL's cost limit,
+// denies it. The webhook is registered for creates and updates, whose object
+// is never null.
+// +kubebuilder:webhook:path=/mutate-gatefold-dev-v1alpha1-listenerfragment,mutating=true,failurePolicy=fail,sideEffects=None,groups=gatefold.dev,resources=listenerfragments,verbs=create;update,versions=v1alpha1,name=mlistenerfragment.gatefold.dev,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"needs-defaulting","expression":"object.?spec.?parentRef.?group.orValue('') == '' || object.?spec.?parentRef.?kind.orValue('') == '' || object.?spec.?parentRef.?name.orValue('') == '' || object.?spec.?parentRef.?namespace.orValue('') == '' || size(object.?spec.?listeners.orValue([])) > 64 || object.?spec.?listeners.orValue([]).exists(l, (has(l.hostname) && (size(l.hostname) > 253 || l.hostname.matches('^$|[A-Z]|[.]$|[[:^ascii:]]'))) || (l.?protocol.orValue('') in ['HTTPS', 'TLS'] && has(l.tls) && l.tls.?mode.orValue('') == '') || !l.?allowedRoutes.?namespaces.?from.hasValue())"}]}`
 
 // The Gateway webhook only warns, so it must never stand between a Gateway's
 // owner and the Gateway: it is ignored on failure or after 3s, and gatefold's

@@ -35,6 +35,8 @@ const (
 	replicas        = 2
 	// validatePath is the path of the fragments' validating webhook.
 	validatePath = "/validate-gatefold-dev-v1alpha1-listenerfragment"
+	// defaultPath is the path of the fragments' defaulting webhook.
+	defaultPath = "/mutate-gatefold-dev-v1alpha1-listenerfragment"
 	// claimGrace is short so tests see a freed tuple reused quickly; in a
 	// cluster it is 60s, longer than the slowest admission chain.
 	claimGrace = 3 * time.Second
@@ -44,6 +46,9 @@ var (
 	env *devenv.Env
 	// validated counts the fragment validations each replica was sent.
 	validated [replicas]atomic.Int64
+	// defaulted counts the fragment defaulting requests the replicas were
+	// sent.
+	defaulted atomic.Int64
 	// caches are the replicas' informer caches.
 	caches []client.Reader
 	// installed is the ServiceAccount and RBAC of config/default, which the
@@ -154,8 +159,11 @@ func roundRobin(ctx context.Context, addr string, replicaAddrs [replicas]string)
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			i := rotation.take(r.In.URL.Path)
-			if r.In.URL.Path == validatePath {
+			switch r.In.URL.Path {
+			case validatePath:
 				validated[i].Add(1)
+			case defaultPath:
+				defaulted.Add(1)
 			}
 			r.SetURL(&url.URL{Scheme: "https", Host: replicaAddrs[i]})
 		},
