@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -98,8 +99,11 @@ func (s *Store) relabel(ctx context.Context, h *held) (bool, error) {
 // a listener the fold did not place, which would take the tuple from the one it
 // placed. It writes nothing when every wanted tuple is claimed.
 func (s *Store) backfill(ctx context.Context, v *View, kept []*held) (int, error) {
+	// Every fragment, shared with the cache, not copied: backfill only
+	// reads them, and a copy of each would double gatefold's memory once a
+	// period.
 	list := &v1alpha1.ListenerFragmentList{}
-	if err := s.Cache.List(ctx, list); err != nil {
+	if err := s.Cache.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	fragments, sources := list.Items, rules.FromFragments(list.Items)

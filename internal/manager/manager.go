@@ -25,14 +25,17 @@ import (
 // Options returns the scheme, cache and client options of a gatefold
 // manager; the caller adds its addresses, webhook server and leader election.
 // The cache strips managedFields except on Gateways, whose managedFields say
-// which listeners gatefold applied; claims are not in it (see package claims).
+// which listeners gatefold applied, and ListenerFragments' annotations, which
+// gatefold never reads nor writes back; claims are not in it (see package
+// claims).
 func Options() ctrl.Options {
 	return ctrl.Options{
 		Scheme: scheme.New(),
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
-				&gwv1.Gateway{}: {Transform: keep},
+				&gwv1.Gateway{}:              {Transform: keep},
+				&v1alpha1.ListenerFragment{}: {Transform: stripFragment},
 			},
 		},
 		// After a write, the next fold reads what it wrote, not a stale cache
@@ -44,6 +47,17 @@ func Options() ctrl.Options {
 
 // keep caches an object as the API server sent it.
 func keep(obj any) (any, error) { return obj, nil }
+
+// stripFragment caches a ListenerFragment without its managedFields and
+// annotations: at tens of thousands of fragments, a kubectl
+// last-applied-configuration annotation alone, a copy of the spec, would be
+// about a third of the cache.
+func stripFragment(obj any) (any, error) {
+	if lf, ok := obj.(*v1alpha1.ListenerFragment); ok {
+		lf.ManagedFields, lf.Annotations = nil, nil
+	}
+	return obj, nil
+}
 
 // Lease is a replica's leader election lock that remembers when the replica
 // last renewed it. A leader writes only while its last renewal, by its own

@@ -7,11 +7,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
 )
 
 // lock answers every write with err, after delay; its lease is held by
@@ -154,4 +159,34 @@ func TestFencedClientWritesNothingWhileFenced(t *testing.T) {
 			t.Errorf("%s while fenced = %v, want ErrFenced", name, err)
 		}
 	}
+}
+
+func TestCacheKeepsOfAFragmentWhatGatefoldReads(t *testing.T) {
+	lf := &v1alpha1.ListenerFragment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lf", Labels: map[string]string{"app": "a"},
+			Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"spec":{}}`},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}},
+		Spec: v1alpha1.ListenerFragmentSpec{ParentRef: gwv1.ParentGatewayReference{Name: "gw"},
+			Listeners: []gwv1.ListenerEntry{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}}},
+	}
+	want := lf.DeepCopy()
+	want.Annotations, want.ManagedFields = nil, nil
+	got, err := fragmentTransform(t)(lf.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("cached fragment = %+v, want %+v", got, want)
+	}
+}
+
+// fragmentTransform is how Options' cache transforms ListenerFragments.
+func fragmentTransform(t *testing.T) toolscache.TransformFunc {
+	for obj, o := range Options().Cache.ByObject {
+		if _, ok := obj.(*v1alpha1.ListenerFragment); ok {
+			return o.Transform
+		}
+	}
+	t.Fatal("no cache options for ListenerFragments")
+	return nil
 }
