@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/gatefold/gatefold/rules"
 )
 
 // Informer is this replica's watch of the claims (the Leases with the claim
@@ -36,8 +38,10 @@ type Informer struct {
 	read map[string]*held
 }
 
-// gatewayIndex indexes claims by the label of their Gateway.
-const gatewayIndex = "gateway"
+// entryIndex indexes decoded claims by rules.EntryKeys of their Gateway
+// and listener: a request reads the claims its listeners could conflict
+// with, not its Gateway's.
+const entryIndex = "entry"
 
 // claimPoll is how often a waiter looks at the store without being woken: a
 // relist or a bookmark moves the store's version without an event.
@@ -52,7 +56,7 @@ func NewInformer(lw toolscache.ListerWatcher) (*Informer, error) {
 		return nil, fmt.Errorf("the claims informer needs client-go's feature AtomicFIFO: unset KUBE_FEATURE_AtomicFIFO")
 	}
 	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &coordinationv1.Lease{}, toolscache.SharedIndexInformerOptions{
-		Indexers:          toolscache.Indexers{gatewayIndex: byGatewayLabel},
+		Indexers:          toolscache.Indexers{entryIndex: byEntryKeys},
 		ObjectDescription: "claims",
 	})
 	if err := inf.SetTransform(cache.TransformStripManagedFields()); err != nil {
@@ -91,12 +95,16 @@ func ListWatch(cfg *rest.Config, httpClient *http.Client, ns string) (toolscache
 	return toolscache.ToListWatcherWithWatchListSemantics(lw, c), nil
 }
 
-func byGatewayLabel(obj any) ([]string, error) {
+func byEntryKeys(obj any) ([]string, error) {
 	l, ok := obj.(*coordinationv1.Lease)
-	if !ok || l.Labels[claimGatewayLabel] == "" {
+	if !ok {
 		return nil, nil
 	}
-	return []string{l.Labels[claimGatewayLabel]}, nil
+	h := readClaim(l)
+	if !h.decoded {
+		return nil, nil
+	}
+	return rules.EntryKeys(h.claim.Gateway.String(), h.holder.Entry), nil
 }
 
 // Start runs the informer until ctx ends.
@@ -204,12 +212,37 @@ func (i *Informer) reached(rv string) (bool, error) {
 	return cmp >= 0, nil
 }
 
-// onGateway returns the claims labelled with Gateway gw's label. They are
-// shared: callers must not change them.
-func (i *Informer) onGateway(gw types.NamespacedName) ([]*held, error) {
-	objs, err := i.informer.GetIndexer().ByIndex(gatewayIndex, gatewayLabel(gw))
-	if err != nil {
-		return nil, fmt.Errorf("reading the claims on Gateway %s: %w", gw, err)
+// against returns the claims on Gateway gw that may conflict with one of
+// entries (rules.ConflictKeys), and those of the given keys
+// ("namespace/name"), decoded or not. They are shared: callers must not
+// change them.
+func (i *Informer) against(gw types.NamespacedName, entries []rules.Entry, keys []string) ([]*held, error) {
+	indexer := i.informer.GetIndexer()
+	seen := map[string]bool{}
+	var objs []any
+	found := func(o any) {
+		if l, ok := o.(*coordinationv1.Lease); ok && !seen[l.Name] {
+			seen[l.Name] = true
+			objs = append(objs, o)
+		}
+	}
+	for _, e := range entries {
+		for _, key := range rules.ConflictKeys(gw.String(), e) {
+			list, err := indexer.ByIndex(entryIndex, key)
+			if err != nil {
+				return nil, fmt.Errorf("reading the claims on Gateway %s: %w", gw, err)
+			}
+			for _, o := range list {
+				found(o)
+			}
+		}
+	}
+	for _, key := range keys {
+		if o, ok, err := indexer.GetByKey(key); err != nil {
+			return nil, fmt.Errorf("reading claim %s: %w", key, err)
+		} else if ok {
+			found(o)
+		}
 	}
 	return i.claims(objs), nil
 }

@@ -8,6 +8,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/claims"
+	"github.com/gatefold/gatefold/rules"
 )
 
 func TestClaimInformerReadsAClaimOncePerVersion(t *testing.T) {
@@ -15,7 +16,7 @@ func TestClaimInformerReadsAClaimOncePerVersion(t *testing.T) {
 	s.mustCreate(onShared("shop", "app", 1, appHTTPS))
 	s.Watch.Settle(t)
 	claimOn := func() *claims.Held {
-		on, err := s.Claims.Claims.OnGateway(shared)
+		on, err := s.Claims.Claims.Against(shared, []rules.Entry{rules.EntryOf(appHTTPS.Port, appHTTPS.Protocol, appHTTPS.Hostname)})
 		if err != nil || len(on) != 1 {
 			t.Fatalf("Claims on the Gateway: %v, %v", on, err)
 		}

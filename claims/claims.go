@@ -199,24 +199,35 @@ func readClaim(l *coordinationv1.Lease) *held {
 // that the requester reads why instead of a timeout.
 const Wait, releaseWait = 5 * time.Second, 2 * time.Second
 
-// claimsOn reads the claims on Gateway gw from the informer once it has
-// synced and seen every claim write up to resourceVersion since ("" for
-// none).
-func (s *Store) claimsOn(ctx context.Context, gw types.NamespacedName, since string) ([]*held, error) {
+// claimsAgainst reads, from the informer once it has synced and seen every
+// claim write up to resourceVersion since ("" for none), the claims on the
+// request's Gateway that may conflict with its listeners, and its own.
+func (s *Store) claimsAgainst(ctx context.Context, req *Request, since string) ([]*held, error) {
 	if err := s.Claims.CaughtUp(ctx, since); err != nil {
 		return nil, err
 	}
-	return s.Claims.onGateway(gw)
+	entries := make([]rules.Entry, 0, len(req.holders))
+	keys := make([]string, 0, len(req.claims))
+	for i, c := range req.claims {
+		entries = append(entries, req.holders[i].Entry)
+		keys = append(keys, s.Namespace+"/"+c.Name())
+	}
+	return s.Claims.against(req.gateway, entries, keys)
 }
 
-// Holders returns, by tuple, the fragments that hold claims on Gateway gw,
-// as this replica's claims informer shows them; an error until it has
-// synced. Admission reserves these tuples as the fold does.
-func (s *Store) Holders(gw types.NamespacedName) (map[rules.Tuple]types.NamespacedName, error) {
+// Holders returns, of the given tuples on Gateway gw, those claimed and the
+// fragments holding them, as this replica's claims informer shows them; an
+// error until it has synced. Admission reserves these tuples as the fold
+// does.
+func (s *Store) Holders(gw types.NamespacedName, tuples []rules.Tuple) (map[rules.Tuple]types.NamespacedName, error) {
 	if !s.Claims.HasSynced() {
 		return nil, errors.New("this replica's claims informer has not synced yet")
 	}
-	claims, err := s.Claims.onGateway(gw)
+	keys := make([]string, 0, len(tuples))
+	for _, t := range tuples {
+		keys = append(keys, s.Namespace+"/"+Claim{Gateway: gw, Tuple: t}.Name())
+	}
+	claims, err := s.Claims.against(gw, nil, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -425,13 +436,13 @@ func (s *Store) board(ctx context.Context, v *View, req *Request, claims []*held
 }
 
 // Check decides, reading only, whether the request's listeners can be
-// claimed: it reads the Gateway's claims once and checks every listener
-// against base (the Gateway's own listeners and its stored fragments) and
-// the live claims of other fragments. It returns the conflicts of the
+// claimed: it reads once the claims its listeners may meet, and checks
+// every listener against base (the Gateway's own listeners and its stored
+// fragments) and the live claims of other fragments. It returns the conflicts of the
 // listeners that cannot be claimed (see Conflicts), or the plan to acquire.
 func (s *Store) Check(ctx context.Context, req *Request, base *rules.Board) (*Plan, []*rules.Conflict, error) {
 	// Any recent version will do: the writes and the check after them decide.
-	claims, err := s.claimsOn(ctx, req.gateway, "")
+	claims, err := s.claimsAgainst(ctx, req, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -576,7 +587,7 @@ func (s *Store) heldAsIs(p *Plan, i int) bool {
 // that of two racers exactly one wins (docs/architecture.md, "The claim
 // informer"). Kept listeners are checked against the fragment's own only.
 func (s *Store) recheck(ctx context.Context, v *View, req *Request, versions []string, lastWrite string) ([]*rules.Conflict, error) {
-	claims, err := s.claimsOn(ctx, req.gateway, lastWrite)
+	claims, err := s.claimsAgainst(ctx, req, lastWrite)
 	if err != nil {
 		return nil, err
 	}

@@ -292,15 +292,14 @@ func TestCollectorLabelsClaimsAnEarlierVersionWrote(t *testing.T) {
 		t.Fatal(err)
 	}
 	onGateway := func() int {
-		s.Watch.Settle(t)
-		on, err := s.Claims.Claims.OnGateway(shared)
+		on, err := s.Claims.HoldersNow(context.Background(), shared)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return len(on)
 	}
 	if n := onGateway(); n != 0 {
-		t.Fatalf("Admission lists %d claims on the Gateway before the relabel, want none", n)
+		t.Fatalf("The merger lists %d claims on the Gateway before the relabel, want none", n)
 	}
 	s.Took()
 	if done := s.Collect(); done.Relabelled != 1 || done.Released != 0 || done.Backfilled != 0 {
@@ -310,7 +309,7 @@ func TestCollectorLabelsClaimsAnEarlierVersionWrote(t *testing.T) {
 		t.Errorf("The relabelling round wrote %q", got)
 	}
 	if n := onGateway(); n != 1 {
-		t.Errorf("Admission lists %d claims on the Gateway after the relabel, want 1", n)
+		t.Errorf("The merger lists %d claims on the Gateway after the relabel, want 1", n)
 	}
 	s.Collect()
 	if got := writes(s.Took()); len(got) != 0 {

@@ -9,6 +9,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // What the tests of package claims_test read of the store's insides.
@@ -37,8 +38,10 @@ func (s *sightings) Stale(name, version string, wanted bool) bool {
 
 func (s *sightings) KeepOnly(names sets.Set[string]) { s.keepOnly(names) }
 
-func (i *Informer) OnGateway(gw types.NamespacedName) ([]*Held, error) { return i.onGateway(gw) }
-
 func (h *held) Lease() *coordinationv1.Lease { return h.lease }
 
 func (h *held) Decoded() bool { return h.decoded }
+
+func (i *Informer) Against(gw types.NamespacedName, entries []rules.Entry) ([]*Held, error) {
+	return i.against(gw, entries, nil)
+}

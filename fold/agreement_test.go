@@ -1,7 +1,13 @@
 package fold
 
 import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -93,4 +99,121 @@ func listenerSetGatewayOf(in *Input) *gwv1.Gateway {
 		return &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: in.Gateway.Namespace, Name: name}}
 	}
 	return nil
+}
+
+// FuzzRelatedSourcesAgree checks admission's shortcut on a pool's head: a
+// board of the sources rules.RelatedSources finds answers every request
+// listener as the board of all stored sources does, and counts the same
+// own listeners.
+func FuzzRelatedSourcesAgree(f *testing.F) {
+	f.Add([]byte{0, 3, 1, 0, 0, 0, 0, 8, 1, 1, 1, 0, 0, 1, 2, 1, 1, 0, 0, 0}, []byte{1, 2, 3})
+	f.Add([]byte{0, 5, 1, 1, 0, 3, 2, 2, 0, 12, 1, 3, 0, 4, 1, 1, 4, 4, 4, 0, 1}, []byte{3, 1, 0, 2, 7})
+	f.Add([]byte{2, 9, 0, 0, 1, 1, 1, 3, 3, 0, 20, 3, 2, 2, 1, 0, 3, 1, 0, 2, 2, 2, 0}, []byte{0, 0, 0, 5})
+	f.Fuzz(relatedAgree)
+}
+
+// TestRelatedSourcesAgree runs FuzzRelatedSourcesAgree's check on 3,000
+// random worlds: the fuzzer's small inputs rarely chain conflicts.
+func TestRelatedSourcesAgree(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 50))
+	for i := range 3000 {
+		data, request := make([]byte, 200), make([]byte, 20)
+		for _, b := range [][]byte{data, request} {
+			for j := range b {
+				b[j] = byte(r.IntN(256))
+			}
+		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) { relatedAgree(t, data, request) })
+	}
+}
+
+// relatedAgree is FuzzRelatedSourcesAgree's check of the world data
+// makes, for a request request makes.
+func relatedAgree(t *testing.T, data, request []byte) {
+	in := fuzzInput(data)
+	if in.Gateway == nil {
+		return
+	}
+	next := byteReader(request)
+	in.Gateway.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
+	if next()%2 == 0 {
+		// Two ports: chains of conflicts, where what a listener meets
+		// depends on what blocked that one.
+		for _, src := range in.Sources {
+			for i := range src.Listeners {
+				src.Listeners[i].Port = 80 + src.Listeners[i].Port%2*363
+			}
+		}
+	}
+	managed := in.Managed.Clone()
+	for name := range in.Managed {
+		if next()%3 == 0 {
+			// Taken over by another field manager: own, unless a
+			// source's listener has its name.
+			managed.Delete(name)
+		}
+	}
+	in.Gateway.ManagedFields = managedFieldsOf(managed)
+	gateway := gatewayKey(in.Gateway)
+	stored := rules.Stored{Gateway: in.Gateway, ListenerSets: listenerSetGatewayOf(&in), Claims: map[rules.Tuple]types.NamespacedName{}, Grants: map[string][]gwv1.ReferenceGrant{}}
+	if stored.ListenerSets != nil && in.ListenerSetGateway != nil {
+		stored.ListenerSets.ManagedFields = managedFieldsOf(in.ListenerSetGateway.Managed)
+	}
+	index := map[string][]rules.Source{}
+	var seeds []rules.Source
+	for _, src := range in.Sources {
+		stored.Sources = append(stored.Sources, src)
+		if src.Kind == rules.KindListenerSet {
+			seeds = append(seeds, src)
+			continue
+		}
+		for _, key := range rules.AdmissionKeys(gateway, &src) {
+			index[key] = append(index[key], src)
+		}
+		for _, l := range src.Listeners {
+			if next()%3 == 0 {
+				stored.Claims[rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()] = src.Ref().NamespacedName
+			}
+		}
+	}
+	var entries []rules.Entry
+	for range 1 + next()%3 {
+		if len(in.Sources) > 0 && next()%2 == 0 {
+			src := in.Sources[next()%len(in.Sources)]
+			l := src.Listeners[next()%len(src.Listeners)]
+			entries = append(entries, rules.EntryOf(l.Port, l.Protocol, l.Hostname))
+			continue
+		}
+		entries = append(entries, rules.Entry{Port: gwv1.PortNumber(80 + next()%4*363), Protocol: []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType, gwv1.TCPProtocolType, gwv1.UDPProtocolType}[next()%4]})
+	}
+	if len(in.Sources) > 0 && next()%2 == 0 {
+		stored.Skip = in.Sources[next()%len(in.Sources)].Ref()
+	}
+	related, err := rules.RelatedSources(in.Gateway, stored.ListenerSets, entries, seeds, func(key string) ([]rules.Source, error) { return index[key], nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, allOwn := rules.StoredBoard(stored)
+	stored.Sources = related
+	part, partOwn := rules.StoredBoard(stored)
+	if diff := cmp.Diff(allOwn, partOwn); diff != "" {
+		t.Fatalf("Own listeners differ with %d of %d sources (-all +related):\n%s", len(related), len(in.Sources), diff)
+	}
+	for _, e := range entries {
+		if diff := cmp.Diff(all.Conflict(e), part.Conflict(e)); diff != "" {
+			t.Fatalf("The conflict of %s differs with %d of %d sources (-all +related):\n%s", e, len(related), len(in.Sources), diff)
+		}
+	}
+}
+
+// managedFieldsOf is what the API server records of field manager gatefold
+// applying listeners with the given names.
+func managedFieldsOf(names sets.Set[gwv1.SectionName]) []metav1.ManagedFieldsEntry {
+	listeners := map[string]any{}
+	for name := range names {
+		key, _ := json.Marshal(map[string]string{"name": string(name)})
+		listeners["k:"+string(key)] = map[string]any{}
+	}
+	raw, _ := json.Marshal(map[string]any{"f:spec": map[string]any{"f:listeners": listeners}})
+	return []metav1.ManagedFieldsEntry{{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(raw))}}
 }

@@ -730,8 +730,9 @@ func checkInvariants(t *testing.T, in Input, r Result) {
 
 // fuzzInput builds a Gateway and fragments from bytes: small sets of ports,
 // protocols, hostnames and namespaces so that conflicts are frequent.
-func fuzzInput(data []byte) Input {
-	next := func() int {
+// byteReader returns the bytes of data one at a time, then zeros.
+func byteReader(data []byte) func() int {
+	return func() int {
 		if len(data) == 0 {
 			return 0
 		}
@@ -739,6 +740,10 @@ func fuzzInput(data []byte) Input {
 		data = data[1:]
 		return int(b)
 	}
+}
+
+func fuzzInput(data []byte) Input {
+	next := byteReader(data)
 	ports := []gwv1.PortNumber{80, 443, 53}
 	protocols := []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType, gwv1.TLSProtocolType, gwv1.TCPProtocolType, gwv1.UDPProtocolType, "example.com/x"}
 	hosts := []string{"", "a.example.com", "b.example.com", "*.example.com"}

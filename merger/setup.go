@@ -76,7 +76,7 @@ func certificateNamespaces(o client.Object) []string {
 }
 
 // Setup registers the merger with the manager. It runs on the elected
-// leader only, like every controller; manager.IndexFragmentParents and
+// leader only, like every controller; manager.IndexFragments and
 // manager.IndexPoolHeads must have been registered.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	r := &Reconciler{

@@ -110,7 +110,7 @@ func parentSources(o client.Object) []string {
 }
 
 // Setup registers a routing controller per kind of Kinds the API server
-// serves. It runs on the elected leader only; manager.IndexFragmentParents
+// serves. It runs on the elected leader only; manager.IndexFragments
 // and manager.IndexPoolHeads must have been registered.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	for _, k := range Kinds {

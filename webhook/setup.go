@@ -85,7 +85,7 @@ type Options struct {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=gatefold-system
 
 // Setup registers the webhooks with the manager's webhook server and the claim
-// collector (leader only); manager.IndexFragmentParents must be registered. It
+// collector (leader only); manager.IndexFragments must be registered. It
 // creates the informers the webhooks read, so that the cache starts them on
 // every replica, runs the claim informer, and adds the readiness check
 // "informers", which fails until all have synced. The webhooks read the cache

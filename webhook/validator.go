@@ -167,10 +167,6 @@ func (v *fragmentValidator) validate(ctx context.Context, old, lf *v1alpha1.List
 // source may hold no claim until the collector's next round; what the fold
 // does not place blocks no one (docs/architecture.md, "Claims").
 func (v *fragmentValidator) storedBoard(ctx context.Context, view *claims.View, gw *gwv1.Gateway, lf *v1alpha1.ListenerFragment) (*rules.Board, int, error) {
-	fragments, err := fragmentsOf(ctx, v.cache, gw)
-	if err != nil {
-		return nil, 0, err
-	}
 	listenerSets, err := listenerSetsOf(ctx, v.cache, v.listenerSetControllers, gw)
 	if err != nil {
 		return nil, 0, err
@@ -181,12 +177,22 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *claims.View, 
 	if stored.ListenerSets, err = view.Gateway(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: rules.ListenerSetGatewayName(gw.Name)}); err != nil {
 		return nil, 0, err
 	}
-	if stored.Sources, err = view.Placed(ctx, gw, append(fragments, listenerSets...)); err != nil {
+	sources, err := v.sourcesFor(ctx, gw, stored.ListenerSets, lf, listenerSets)
+	if err != nil {
+		return nil, 0, err
+	}
+	if stored.Sources, err = view.Placed(ctx, gw, sources); err != nil {
 		// Another tenant's namespace: the requester is not told which.
 		logf.FromContext(ctx).Error(err, "Reading the namespaces of the stored ListenerFragments of a Gateway", "gateway", klog.KObj(gw))
 		return nil, 0, fmt.Errorf("reading the namespaces of the ListenerFragments of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
 	}
-	if stored.Claims, err = v.claims.Holders(client.ObjectKeyFromObject(gw)); err != nil {
+	var tuples []rules.Tuple
+	for _, src := range stored.Sources {
+		for _, l := range src.Listeners {
+			tuples = append(tuples, rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple())
+		}
+	}
+	if stored.Claims, err = v.claims.Holders(client.ObjectKeyFromObject(gw), tuples); err != nil {
 		return nil, 0, err
 	}
 	for _, f := range stored.Sources {
@@ -221,6 +227,28 @@ func invalid(lf *v1alpha1.ListenerFragment, errs field.ErrorList) error {
 		return nil
 	}
 	return apierrors.NewInvalid(fragmentGK, lf.Name, errs)
+}
+
+// sourcesFor returns the stored sources of gw that lf is checked against,
+// its ListenerSets among them: on a pool's head only those lf's listeners
+// may meet (rules.RelatedSources), else every fragment naming gw.
+// lsGateway is the Gateway of gw's ListenerSets, nil when there is none.
+func (v *fragmentValidator) sourcesFor(ctx context.Context, gw, lsGateway *gwv1.Gateway, lf *v1alpha1.ListenerFragment, listenerSets []rules.Source) ([]rules.Source, error) {
+	if !rules.PoolHead(gw) {
+		fragments, err := fragmentsOf(ctx, v.cache, gw)
+		return append(fragments, listenerSets...), err
+	}
+	entries := make([]rules.Entry, 0, len(lf.Spec.Listeners))
+	for _, l := range lf.Spec.Listeners {
+		entries = append(entries, rules.EntryOf(l.Port, l.Protocol, l.Hostname))
+	}
+	return rules.RelatedSources(gw, lsGateway, entries, listenerSets, func(key string) ([]rules.Source, error) {
+		list := &v1alpha1.ListenerFragmentList{}
+		if err := v.cache.List(ctx, list, client.MatchingFields{manager.AdmissionIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing the ListenerFragments of Gateway %s under %s: %w", klog.KObj(gw), key, err)
+		}
+		return rules.FromFragments(list.Items), nil
+	})
 }
 
 // fragmentsOf lists the fragments that name gw as their parent, as sources

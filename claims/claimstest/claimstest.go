@@ -83,7 +83,7 @@ func New(t *testing.T, objs ...client.Object) *Store {
 		return lease || leases
 	}
 	b := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).WithGlobalResourceVersionCounter()
-	if err := manager.IndexFragmentParents(context.Background(), indexInto{b}); err != nil {
+	if err := manager.IndexFragments(context.Background(), indexInto{b}); err != nil {
 		t.Fatal(err)
 	}
 	base := b.Build()

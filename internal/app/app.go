@@ -61,7 +61,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	if err := manager.IndexFragmentParents(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := manager.IndexFragments(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("indexing fragments: %w", err)
 	}
 	if len(o.ListenerSetControllers) > 0 {

@@ -200,11 +200,22 @@ const ParentIndex = "gatefold.dev/parent-gateway"
 // still be taken back.
 const NoGatewayParent = "!no-gateway"
 
-// IndexFragmentParents registers ParentIndex on ListenerFragments,
-// once for both the webhooks and the merger.
-func IndexFragmentParents(ctx context.Context, indexer client.FieldIndexer) error {
-	return indexer.IndexField(ctx, &v1alpha1.ListenerFragment{}, ParentIndex, func(o client.Object) []string {
+// AdmissionIndex indexes ListenerFragments by rules.AdmissionKeys under
+// their Gateway: admission on a pool's head finds what a request touches.
+const AdmissionIndex = "gatefold.dev/admission-keys"
+
+// IndexFragments registers ParentIndex and AdmissionIndex on
+// ListenerFragments, once for both the webhooks and the merger.
+func IndexFragments(ctx context.Context, indexer client.FieldIndexer) error {
+	if err := indexer.IndexField(ctx, &v1alpha1.ListenerFragment{}, ParentIndex, func(o client.Object) []string {
 		return []string{rules.ParentOf(o.(*v1alpha1.ListenerFragment)).String()}
+	}); err != nil {
+		return err
+	}
+	return indexer.IndexField(ctx, &v1alpha1.ListenerFragment{}, AdmissionIndex, func(o client.Object) []string {
+		lf := o.(*v1alpha1.ListenerFragment)
+		src := rules.FromFragment(lf)
+		return rules.AdmissionKeys(rules.ParentOf(lf).String(), &src)
 	})
 }
 
