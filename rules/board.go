@@ -18,9 +18,24 @@ type Board struct {
 	// ports holds, per port, the first holder of each group there.
 	ports map[gwv1.PortNumber][]Holder
 	count int
-	// reserved holds, per port, the listeners whose tuples are reserved
-	// for their sources (see Reserve).
-	reserved map[gwv1.PortNumber][]Holder
+	// reservedTuples and reservedGroups hold the listeners whose tuples
+	// are reserved for their sources (see Reserve), in the order reserved:
+	// by tuple, and by port and group for the groups that exclude others
+	// from their port (a pool's head reserves thousands on one port).
+	reservedTuples map[Tuple][]reservation
+	reservedGroups map[portGroup][]reservation
+	reservations   int
+}
+
+// reservation is a reserved listener and when it was reserved.
+type reservation struct {
+	Holder
+	seq int
+}
+
+type portGroup struct {
+	port  gwv1.PortNumber
+	group Group
 }
 
 // NewBoard returns an empty board.
@@ -34,11 +49,19 @@ func (b *Board) Clone() *Board {
 	for p, hs := range b.ports {
 		ports[p] = slices.Clone(hs)
 	}
-	reserved := make(map[gwv1.PortNumber][]Holder, len(b.reserved))
-	for p, hs := range b.reserved {
-		reserved[p] = slices.Clone(hs)
+	return &Board{tuples: maps.Clone(b.tuples), ports: ports, count: b.count,
+		reservedTuples: cloneLists(b.reservedTuples), reservedGroups: cloneLists(b.reservedGroups), reservations: b.reservations}
+}
+
+func cloneLists[K comparable](m map[K][]reservation) map[K][]reservation {
+	if m == nil {
+		return nil
 	}
-	return &Board{tuples: maps.Clone(b.tuples), ports: ports, count: b.count, reserved: reserved}
+	out := make(map[K][]reservation, len(m))
+	for k, rs := range m {
+		out[k] = slices.Clone(rs)
+	}
+	return out
 }
 
 // Reserve keeps h's tuple for h's source: until h is taken, a listener of
@@ -49,24 +72,47 @@ func (b *Board) Reserve(h Holder) {
 	if b.reservedConflict(h.Entry, h) != nil {
 		return
 	}
-	if b.reserved == nil {
-		b.reserved = map[gwv1.PortNumber][]Holder{}
+	if b.reservedTuples == nil {
+		b.reservedTuples, b.reservedGroups = map[Tuple][]reservation{}, map[portGroup][]reservation{}
 	}
-	b.reserved[h.Entry.Port] = append(b.reserved[h.Entry.Port], h)
+	r := reservation{Holder: h, seq: b.reservations}
+	b.reservations++
+	b.reservedTuples[h.Entry.Tuple()] = append(b.reservedTuples[h.Entry.Tuple()], r)
+	if g := GroupOf(h.Entry.Protocol); excludes(g) {
+		key := portGroup{port: h.Entry.Port, group: g}
+		b.reservedGroups[key] = append(b.reservedGroups[key], r)
+	}
 }
 
 // reservedConflict returns the conflict of e, a listener of source src, with
-// a listener reserved for another source; nil when there is none.
+// the first listener reserved for another source that e conflicts with (its
+// tuple, or a group that cannot share e's port); nil when there is none.
 func (b *Board) reservedConflict(e Entry, src Holder) *Conflict {
-	for _, h := range b.reserved[e.Port] {
-		if h.sameSource(src) {
-			continue
-		}
-		if c := ConflictOf(e, h); c != nil {
-			return c
+	var first *reservation
+	// Each scan skips only src's own listeners.
+	earliest := func(rs []reservation) {
+		for i := range rs {
+			if rs[i].sameSource(src) {
+				continue
+			}
+			if first == nil || rs[i].seq < first.seq {
+				first = &rs[i]
+			}
+			return
 		}
 	}
-	return nil
+	earliest(b.reservedTuples[e.Tuple()])
+	if g := GroupOf(e.Protocol); excludes(g) {
+		for _, other := range []Group{GroupHTTP, GroupTLS, GroupTCP} {
+			if other != g {
+				earliest(b.reservedGroups[portGroup{port: e.Port, group: other}])
+			}
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return ConflictOf(e, first.Holder)
 }
 
 // Len is how many listeners the board holds.
