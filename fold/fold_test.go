@@ -884,6 +884,23 @@ func BenchmarkFold(b *testing.B) {
 			}
 		})
 	}
+	// A pool's head at first install: every fragment claimed, no sibling yet.
+	for _, n := range []int{1000, 50000} {
+		in := Input{Gateway: gateway(gwv1.NamespacesFromAll, own("http", 80, gwv1.HTTPProtocolType, "")), Managed: sets.New[gwv1.SectionName](),
+			Pool: &Pool{Names: sets.New("shared")}, Claims: map[rules.Tuple]types.NamespacedName{}}
+		in.Gateway.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
+		for i := range n {
+			l := entry("web", 443, gwv1.HTTPSProtocolType, fmt.Sprintf("f%d.example.com", i))
+			src := fragment("shop", fmt.Sprintf("f%d", i), i, l)
+			in.Sources = append(in.Sources, src)
+			in.Claims[rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()] = src.Ref().NamespacedName
+		}
+		b.Run(fmt.Sprintf("pool=%d/claimed", n), func(b *testing.B) {
+			for range b.N {
+				Fold(in)
+			}
+		})
+	}
 }
 
 func TestFoldChecksReferenceGrants(t *testing.T) {
