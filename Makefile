@@ -113,6 +113,13 @@ bench: controlplane traefik build ## Run the benchmarks on the real control plan
 bench-quick: controlplane traefik build ## Run a reduced benchmark (under two minutes) into bin/bench, CI's smoke test; fail on a row not correct
 	$(GO) run ./test/bench --quick --out bin/bench $(BENCH_FLAGS)
 
+# SCALE is how many fragments bench-scale creates, all on one pool.
+SCALE ?= 50000
+
+.PHONY: bench-scale
+bench-scale: controlplane build ## Run the scale and steady phases on one pool of SCALE (50000) fragments into bin/bench-scale; fail on a row not correct
+	$(GO) run ./test/bench --only scale,steady --scale-fragments $(SCALE) --scale-pool --out bin/bench-scale $(BENCH_FLAGS)
+
 ##@ Build
 
 .PHONY: build

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +20,7 @@ import (
 	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/testenv"
+	"github.com/gatefold/gatefold/webhook"
 )
 
 // route is one route's need: an HTTPS listener for its hostname, serving its
@@ -33,6 +35,12 @@ type route struct {
 func gatewayName(g int) string { return fmt.Sprintf("shared-%d", g) }
 
 func (r route) name() string { return fmt.Sprintf("route-%d", r.index) }
+
+// entry is the route's listener as a fragment or a ListenerSet holds it.
+func (r route) entry() gwv1.ListenerEntry {
+	l := r.listener()
+	return gwv1.ListenerEntry{Name: "https", Port: l.Port, Protocol: l.Protocol, Hostname: l.Hostname, TLS: l.TLS}
+}
 
 func (r route) listener() gwv1.Listener {
 	return gwv1.Listener{
@@ -133,16 +141,65 @@ func (floor) remove(ctx context.Context, c client.Client, ns string, r route, _ 
 }
 
 func (floor) names(ctx context.Context, c client.Reader, ns string) ([]string, error) {
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
-	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+	return objectNames(ctx, c, ns, corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+}
+
+// objectNames lists the names of the objects in ns, of the kind whose list
+// kind is list, metadata only.
+func objectNames(ctx context.Context, c client.Reader, ns string, list schema.GroupVersionKind) ([]string, error) {
+	objs := &metav1.PartialObjectMetadataList{}
+	objs.SetGroupVersionKind(list)
+	if err := c.List(ctx, objs, client.InNamespace(ns)); err != nil {
 		return nil, err
 	}
 	var names []string
-	for _, cm := range list.Items {
-		names = append(names, cm.Name)
+	for _, o := range objs.Items {
+		names = append(names, o.Name)
 	}
 	return names, nil
+}
+
+// crdFloor is the floor of gatefold's own objects: W writers create the
+// same fragments as gatefold's rows, in a namespace labelled
+// webhook.AdmissionLabel=webhook.AdmissionDisabled, so the API server calls
+// no webhook, and before a gatefold row starts the manager, so nothing
+// folds them: what the API server alone pays for a fragment create.
+type crdFloor struct{ fragments }
+
+func (crdFloor) name() string { return "crd-floor" }
+
+func (crdFloor) names(ctx context.Context, c client.Reader, ns string) ([]string, error) {
+	return objectNames(ctx, c, ns, v1alpha1.GroupVersion.WithKind("ListenerFragmentList"))
+}
+
+// native is what an implementation with native ListenerSet support pays
+// for the objects: W writers create one upstream ListenerSet per route,
+// with its HTTPS listener, naming its Gateway. No controller folds them:
+// it runs before a gatefold row starts the manager, which reads no
+// ListenerSet of a class --listenerset-controllers does not name.
+type native struct{}
+
+func (native) name() string { return "native" }
+
+func (native) add(ctx context.Context, c client.Client, ns string, r route, _ int, t *tally) error {
+	ls := &gwv1.ListenerSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name()},
+		Spec: gwv1.ListenerSetSpec{
+			ParentRef: gwv1.ParentGatewayReference{Name: gwv1.ObjectName(r.gateway)},
+			Listeners: []gwv1.ListenerEntry{r.entry()},
+		},
+	}
+	return t.send(func() error { return c.Create(ctx, ls) })
+}
+
+func (native) remove(ctx context.Context, c client.Client, ns string, r route, _ int, t *tally) error {
+	return t.send(func() error {
+		return c.Delete(ctx, &gwv1.ListenerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name()}})
+	})
+}
+
+func (native) names(ctx context.Context, c client.Reader, ns string) ([]string, error) {
+	return objectNames(ctx, c, ns, schema.GroupVersionKind{Group: gwv1.GroupName, Version: gwv1.GroupVersion.Version, Kind: "ListenerSetList"})
 }
 
 // update is what Knative-style controllers do today: read the Gateway,
@@ -279,12 +336,11 @@ func gatewaysOf(s strategy, p Params) int {
 }
 
 func (fragments) add(ctx context.Context, c client.Client, ns string, r route, _ int, t *tally) error {
-	l := r.listener()
 	lf := &v1alpha1.ListenerFragment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name()},
 		Spec: v1alpha1.ListenerFragmentSpec{
 			ParentRef: gwv1.ParentGatewayReference{Name: gwv1.ObjectName(r.gateway)},
-			Listeners: []gwv1.ListenerEntry{{Name: "https", Port: l.Port, Protocol: l.Protocol, Hostname: l.Hostname, TLS: l.TLS}},
+			Listeners: []gwv1.ListenerEntry{r.entry()},
 		},
 	}
 	return t.send(func() error { return c.Create(ctx, lf) })
@@ -359,7 +415,18 @@ func (p Phase) problems() []string {
 // references first, gatefold's last, so that only gatefold's runs have a
 // manager and admission behind them.
 func strategies(p Params) []strategy {
-	return []strategy{limit{}, floor{}, update{}, newSSAPerWriter(p.Writers), fragments{}, fragments{pool: true}}
+	return []strategy{limit{}, floor{}, crdFloor{}, native{}, update{}, newSSAPerWriter(p.Writers), fragments{}, fragments{pool: true}}
+}
+
+// objectRow says whether the strategy named writes objects of its own, no
+// listeners: its rows have no Gateways and no "all there".
+func objectRow(name string) bool {
+	for _, s := range strategies(Params{}) {
+		if _, ok := s.(objectStrategy); ok && s.name() == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (h *harness) contention(ctx context.Context, p Params, only selection) ([]StrategyResult, error) {
@@ -408,7 +475,11 @@ func (h *harness) runStrategy(ctx context.Context, p Params, s strategy) (Strate
 	if err != nil {
 		return res, err
 	}
-	if err := h.namespace(ctx, ns, nil); err != nil {
+	var labels map[string]string
+	if _, ok := s.(crdFloor); ok {
+		labels = map[string]string{webhook.AdmissionLabel: webhook.AdmissionDisabled}
+	}
+	if err := h.namespace(ctx, ns, labels); err != nil {
 		return res, err
 	}
 	gateways := gatewaysOf(s, p)
@@ -448,6 +519,13 @@ func (h *harness) runStrategy(ctx context.Context, p Params, s strategy) (Strate
 		}
 	}
 	res.Remove = h.phase(ctx, p, ns, writer, s, false, removed, kept)
+	if _, ok := s.(crdFloor); ok {
+		// The manager a gatefold row starts would fold the fragments kept,
+		// opted out of admission or not, in that row's window.
+		if err := setup.DeleteAllOf(ctx, &v1alpha1.ListenerFragment{}, client.InNamespace(ns)); err != nil {
+			return res, fmt.Errorf("deleting crd-floor's fragments: %w", err)
+		}
+	}
 	return res, nil
 }
 
@@ -553,9 +631,8 @@ func (h *harness) phase(ctx context.Context, p Params, ns string, c client.Clien
 }
 
 // compare counts routes in present that are missing, and listeners (or
-// objects) there that are not in present or are there twice. A route's
-// listener may be on any Gateway of the pool of the Gateway it names, and
-// only once in that pool.
+// objects) there that are not in present or are there twice, as placement
+// counts them.
 func (h *harness) compare(ctx context.Context, ns string, s strategy, present []route) (int, int, error) {
 	if o, ok := s.(objectStrategy); ok {
 		names, err := o.names(ctx, h.observer, ns)
@@ -585,11 +662,21 @@ func (h *harness) compare(ctx context.Context, ns string, s strategy, present []
 	if err := h.observer.List(ctx, gws, client.InNamespace(ns)); err != nil {
 		return 0, 0, err
 	}
+	missing, extra := placement(gws.Items, want)
+	return missing, extra, nil
+}
+
+// placement compares the listeners on gws, but for their own listener
+// "http", with want, the hostnames wanted by the Gateway they name: it
+// counts those wanted and on none of them, and those there but not wanted
+// or there twice. A listener may be on any Gateway of the pool of the
+// Gateway it names, and only once in that pool.
+func placement(gws []gwv1.Gateway, want map[string]map[string]bool) (missing, extra int) {
 	seen := map[string]map[string]bool{}
-	extra := 0
-	for _, gw := range gws.Items {
+	for i := range gws {
+		gw := &gws[i]
 		named := gw.Name
-		if head, ok := rules.HeadOf(&gw); ok {
+		if head, ok := rules.HeadOf(gw); ok {
 			named = head.Name
 		}
 		if seen[named] == nil {
@@ -606,7 +693,6 @@ func (h *harness) compare(ctx context.Context, ns string, s strategy, present []
 			seen[named][host] = true
 		}
 	}
-	missing := 0
 	for gw, hosts := range want {
 		for host := range hosts {
 			if !seen[gw][host] {
@@ -614,7 +700,7 @@ func (h *harness) compare(ctx context.Context, ns string, s strategy, present []
 			}
 		}
 	}
-	return missing, extra, nil
+	return missing, extra
 }
 
 // countGatewayWrites counts the Gateways' resourceVersion changes in the

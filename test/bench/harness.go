@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -43,6 +45,11 @@ type harness struct {
 	dir       string
 	installed *testenv.Installed
 	audit     string
+	// auditOffset is how far audited has read the log; events are those
+	// it read and keeps.
+	auditMu     sync.Mutex
+	auditOffset int64
+	events      []testenv.AuditEvent
 	// webhooks are the webhook configurations envtest installed, kept so
 	// that phases can run with and without them.
 	webhooks []client.Object
@@ -335,14 +342,21 @@ var writeVerbs = map[string]bool{"create": true, "update": true, "patch": true, 
 const leaderLease = "gatefold-leader"
 
 // audited returns the audit events whose stage ended between from and to.
+// It reads each line of the log once, as the log grows, and keeps the
+// events that ended at from or later: a window asked for must start no
+// earlier than the one asked for before it.
 func (h *harness) audited(from, to time.Time) ([]testenv.AuditEvent, error) {
-	events, err := testenv.ReadAuditLog(h.audit)
+	h.auditMu.Lock()
+	defer h.auditMu.Unlock()
+	more, offset, err := testenv.ReadAuditLogFrom(h.audit, h.auditOffset)
 	if err != nil {
 		return nil, err
 	}
-	in := events[:0]
-	for _, e := range events {
-		if !e.StageTimestamp.Before(from) && !e.StageTimestamp.After(to) {
+	h.auditOffset = offset
+	h.events = slices.DeleteFunc(append(h.events, more...), func(e testenv.AuditEvent) bool { return e.StageTimestamp.Before(from) })
+	var in []testenv.AuditEvent
+	for _, e := range h.events {
+		if !e.StageTimestamp.After(to) {
 			in = append(in, e)
 		}
 	}
@@ -432,11 +446,11 @@ func (m *manager) applies() (gateways, statuses, grants float64, err error) {
 const claimLabel = "gatefold.dev/claim"
 
 // cleanUp deletes what the phases before left, with gatefold stopped: their
-// routes, fragments, Gateways and ReferenceGrants, and every claim. A later
-// phase then measures gatefold on its own objects alone.
+// routes, fragments, ListenerSets, Gateways and ReferenceGrants, and every
+// claim. A later phase then measures gatefold on its own objects alone.
 func (h *harness) cleanUp(ctx context.Context) error {
 	for _, ns := range h.namespaces {
-		for _, obj := range []client.Object{&gwv1.HTTPRoute{}, &v1alpha1.ListenerFragment{}, &gwv1.Gateway{}, &gwv1.ReferenceGrant{}} {
+		for _, obj := range []client.Object{&gwv1.HTTPRoute{}, &v1alpha1.ListenerFragment{}, &gwv1.ListenerSet{}, &gwv1.Gateway{}, &gwv1.ReferenceGrant{}} {
 			if err := h.env.Client.DeleteAllOf(ctx, obj, client.InNamespace(ns)); err != nil {
 				return fmt.Errorf("cleaning up namespace %s: %w", ns, err)
 			}

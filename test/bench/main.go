@@ -5,8 +5,10 @@
 // It compares, on one API server and one workload, ways of giving N routes
 // one HTTPS listener each on G shared Gateways, gatefold's among them (and
 // gatefold's on one Gateway heading a pool, which grows), with the physical
-// limit (one apply per Gateway) and the floor of any design
-// with one object per route (N plain creates); the admission overhead of
+// limit (one apply per Gateway), the floor of any design with one object
+// per route (N plain creates), the same fragments created with no webhook
+// called and nothing folding them (crd-floor), and N upstream ListenerSets
+// no controller folds (native); the admission overhead of
 // gatefold's webhooks, one create at a time and W at once; how a leader
 // converges many fragments at first install and after a warm restart; what
 // it reads and writes in a steady state; how long a failover takes; and,
@@ -43,17 +45,20 @@ import (
 
 // Params are the workload's sizes; flags set them.
 type Params struct {
-	Routes           int           `json:"routes"`
-	Gateways         int           `json:"gateways"`
-	Writers          int           `json:"writers"`
-	AdmissionCreates int           `json:"admissionCreates"`
-	ScaleFragments   int           `json:"scaleFragments"`
-	ScaleGateways    int           `json:"scaleGateways"`
-	DataplaneRoutes  int           `json:"dataplaneRoutes"`
-	RouteParents     int           `json:"routeParents"`
-	SteadyState      time.Duration `json:"steadyState"`
-	LeaseDuration    time.Duration `json:"leaseDuration"`
-	PhaseTimeout     time.Duration `json:"phaseTimeout"`
+	Routes           int `json:"routes"`
+	Gateways         int `json:"gateways"`
+	Writers          int `json:"writers"`
+	AdmissionCreates int `json:"admissionCreates"`
+	ScaleFragments   int `json:"scaleFragments"`
+	ScaleGateways    int `json:"scaleGateways"`
+	// ScalePool makes the scale fragments all name one Gateway heading a
+	// pool instead of ScaleGateways made by hand.
+	ScalePool       bool          `json:"scalePool,omitempty"`
+	DataplaneRoutes int           `json:"dataplaneRoutes"`
+	RouteParents    int           `json:"routeParents"`
+	SteadyState     time.Duration `json:"steadyState"`
+	LeaseDuration   time.Duration `json:"leaseDuration"`
+	PhaseTimeout    time.Duration `json:"phaseTimeout"`
 	// Settle is how long writes are still counted to a phase after it
 	// converged.
 	Settle      time.Duration `json:"settle"`
@@ -132,8 +137,9 @@ func run() (err error) {
 	flag.IntVar(&p.Gateways, "gateways", 16, "Shared Gateways (G) the routes are spread over (gatefold-pool starts from one, heading a pool)")
 	flag.IntVar(&p.Writers, "writers", 32, "Concurrent writers (W), as route controller workers")
 	flag.IntVar(&p.AdmissionCreates, "admission-creates", 200, "Sequential fragment creates timed with and without the webhooks")
-	flag.IntVar(&p.ScaleFragments, "scale-fragments", 10000, "Fragments a leader converges at first install and after a warm restart")
+	flag.IntVar(&p.ScaleFragments, "scale-fragments", 10000, "Fragments a leader converges at first install and after a warm restart; each wait of the scale phase may take 30 ms per fragment where that is longer than --phase-timeout")
 	flag.IntVar(&p.ScaleGateways, "scale-gateways", 200, "Gateways those fragments are spread over")
+	flag.BoolVar(&p.ScalePool, "scale-pool", false, "The scale fragments all name one Gateway heading a pool (gatefold.dev/pool), which grows to ⌈N/63⌉ Gateways, instead of --scale-gateways made by hand")
 	flag.IntVar(&p.DataplaneRoutes, "dataplane-routes", 100, "Fragments, each with an HTTPRoute, timed from their creates to their first requests through Traefik (63 to a Gateway)")
 	flag.IntVar(&p.RouteParents, "route-parents", 1000, "Routes by fragment parentRef on one Gateway heading a pool (63 to a Gateway), timed to Accepted and to their first requests through Traefik, beside as many by the generated listener name and as many on Traefik alone")
 	flag.DurationVar(&p.SteadyState, "steady-state", 60*time.Second, "How long reads and writes are counted in the steady state")

@@ -6,10 +6,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/rules"
 )
 
 func TestParseOnly(t *testing.T) {
-	names := []string{"limit", "floor", "update", "ssa-per-writer", "gatefold", "gatefold-pool"}
+	names := []string{"limit", "floor", "crd-floor", "native", "update", "ssa-per-writer", "gatefold", "gatefold-pool"}
 	tests := map[string]struct {
 		only       string
 		wantErr    string
@@ -27,7 +34,7 @@ func TestParseOnly(t *testing.T) {
 			phases:     []string{"contention"},
 			notPhases:  []string{"admission", "scale", "steady", "failover", "dataplane", "go"},
 			strategies: []string{"gatefold"},
-			notStrats:  []string{"limit", "floor", "update", "ssa-per-writer", "gatefold-pool"},
+			notStrats:  []string{"limit", "floor", "crd-floor", "native", "update", "ssa-per-writer", "gatefold-pool"},
 		},
 		"strategies and phases mix": {
 			only:       "contention:limit, contention:gatefold,scale",
@@ -106,19 +113,70 @@ func TestMarkdownShowsOnlyWhatRan(t *testing.T) {
 				{Strategy: "floor", Writers: 4, Add: Phase{Converged: true, WriteSeconds: 0.25, Seconds: 0.25}},
 				gatefold,
 			}},
-			want: []string{"| 24 fragment creates through admission, 4 writers | 1.00 s | floor: 0.25 s | 4.00× |",
-				"| every listener folded | 2.00 s | limit: 0.50 s | 4.00× |"},
+			want: []string{"| 24 fragment creates through admission, 4 writers | 1.00 s | crd-floor: not run | – | ≤ 2.5× | – |",
+				"| the same, against ConfigMap creates | | floor: 0.25 s | 4.00× | | |",
+				"| every listener folded | 2.00 s | ideal: not run (needs crd-floor and limit) | – | ≤ 1.5× | – |",
+				"| the same, against the limit | | limit: 0.50 s | 4.00× | | |"},
 			absent: []string{"gatefold-pool"},
+		},
+		"gatefold and its pool against crd-floor, ideal and native": {
+			report: Report{Params: Params{Routes: 1008, Gateways: 16, Writers: 32}, Contention: []StrategyResult{
+				{Strategy: "limit", Writers: 1, Gateways: 16, Add: Phase{Converged: true, WriteSeconds: 3, Seconds: 3, GatewayWrites: 16}},
+				{Strategy: "floor", Writers: 32, Add: Phase{Converged: true, WriteSeconds: 0.75, Seconds: 0.8}},
+				{Strategy: "crd-floor", Writers: 32, Add: Phase{Converged: true, WriteSeconds: 1.5, Seconds: 1.6}},
+				{Strategy: "native", Writers: 32, Add: Phase{Converged: true, WriteSeconds: 1.2, Seconds: 1.3}},
+				{Strategy: "gatefold", Writers: 32, Gateways: 16, Add: Phase{Converged: true, WriteSeconds: 3, Seconds: 7, GatewayWrites: 40, Writes: writes{Conflicts: 1}}},
+				{Strategy: "gatefold-pool", Writers: 32, Gateways: 17, Add: Phase{Converged: true, WriteSeconds: 4.5, Seconds: 6, GatewayWrites: 20}},
+			}},
+			want: []string{"`crd-floor`: the writers create the same fragments as gatefold's rows in a namespace labelled `gatefold.dev/admission=disabled`",
+				"`ideal` = crd-floor's writes returned + limit's all there",
+				"| crd-floor | 32 | 1.50 s | 2.00× | 1.00× | – | – | – | – | – |",
+				"| native | 32 | 1.20 s | 1.60× | 0.80× | – | – | – | – | – |",
+				"| gatefold | 32 | 3.00 s | 4.00× | 2.00× | 7.00 s | 2.33× | 16 | 40 | 2.5 |",
+				"| 1008 fragment creates through admission, 32 writers | 3.00 s | crd-floor: 1.50 s | 2.00× | ≤ 2.5× | yes |",
+				"| 1008 fragment creates through admission, 32 writers | 4.50 s | crd-floor: 1.50 s | 3.00× | ≤ 2.5× | **not met** |",
+				"| the same, against native ListenerSet creates | | native: 1.20 s | 2.50× | | |",
+				"| every listener folded | 7.00 s | ideal: 1.50 s + 3.00 s = 4.50 s | 1.56× | ≤ 1.5× | **not met** |",
+				"| every listener folded | 6.00 s | ideal: 1.50 s + 3.00 s = 4.50 s | 1.33× | ≤ 1.5× | yes |",
+				"| the same, against native ListenerSet creates | | native: 1.20 s | 5.83× | | |",
+				"| Gateways the pool ended with | 17 | ⌈1008 / 63⌉ = 16 | | no more | **not met** |",
+				"| Gateway writes per Gateway | 2.5 | 1 | | ≤ 2 | **not met** |",
+				"| 409 conflicts | 1 | | | 0 | **not met** |",
+				"| crd-floor | 0.00 s | – | – | – |",
+				"| native | – | – | – | none |"},
 		},
 		"a pool beside the limit, per Gateway it ended with": {
 			report: Report{Params: Params{Routes: 130, Gateways: 2, Writers: 4}, Contention: []StrategyResult{
 				{Strategy: "limit", Writers: 1, Gateways: 2, Add: Phase{Converged: true, WriteSeconds: 0.5, Seconds: 0.5, GatewayWrites: 2}},
 				{Strategy: "gatefold-pool", Writers: 4, Gateways: 3, Add: Phase{Converged: true, WriteSeconds: 1, Seconds: 2, GatewayWrites: 6}},
 			}},
-			want: []string{"**gatefold-pool against the limit and the floor**", "| every listener folded | 2.00 s | limit: 0.50 s | 4.00× |",
+			want: []string{"**gatefold-pool against the limit and the floor**", "| the same, against the limit | | limit: 0.50 s | 4.00× | | |",
 				"| Gateways the pool ended with | 3 | ⌈130 / 63⌉ = 3 |", "| Gateway writes per Gateway | 2.0 |",
-				"| gatefold-pool | 4 | 1.00 s | – | 2.00 s | 4.00× | 3 | 6 | 2.0 |"},
+				"| gatefold-pool | 4 | 1.00 s | – | – | 2.00 s | 4.00× | 3 | 6 | 2.0 |"},
 			absent: []string{"**gatefold against"},
+		},
+		"scale on a pool against issue 25's targets": {
+			report: Report{Params: Params{Settle: 2 * time.Second}, Scale: &ScaleResult{Fragments: 2000, Pool: true, Gateways: 32,
+				Install: InstallResult{CreateSeconds: 10, Converged: true, ConvergeSeconds: 16, Settled: true, SettleSeconds: 20, PeakRSSBytes: 600 << 20},
+				Restart: RestartResult{Converged: true, ConvergeSeconds: 4}},
+				Steady: &SteadyResult{Fragments: 2000, Seconds: 10, Reads: reads{Gatefold: 15}, ReadsPerSecond: 1.5, PeakRSSBytes: 300 << 20}},
+			want: []string{"### Scale: 2000 fragments on one Gateway heading a pool, which ended with 32 Gateways",
+				"| Gateways the pool ended with | 32 | ⌈2000 / 63⌉ = 32, no more | yes |",
+				"| that, as a ratio of the creates | 1.60× | ≤ 1.5× | **not met** |",
+				"| peak RSS of the leader | 600 MiB | ≤ 512 MiB | **not met** |",
+				"| leader start → converged | 4.00 s (converged: yes) | ≤ 10s | yes |",
+				"| gatefold writes until 2s after | 0 | 0 | yes |",
+				"| gatefold reads (get, list; not watch) | 15, 1.50 per second | ≤ 1 per second | **not met** |",
+				"| peak RSS of the leader | 300 MiB | ≤ 512 MiB | yes |"},
+		},
+		"a warm restart that did not converge has not met its target": {
+			report: Report{Params: p, Scale: &ScaleResult{Fragments: 200, Gateways: 4, Restart: RestartResult{ConvergeSeconds: 3}}},
+			want:   []string{"### Scale: 200 fragments on 4 Gateways", "| leader start → converged | 3.00 s (converged: **no**) | ≤ 10s | **not met** |"},
+			absent: []string{"Gateways the pool ended with"},
+		},
+		"admission p99 against its target": {
+			report: Report{Params: p, Admission: &AdmissionResult{Without: Latency{P50: 2, P90: 3, P99: 4}, With: Latency{P50: 4, P90: 6, P99: 8}}},
+			want:   []string{"| ratio | 2.00× | 2.00× | 2.00× |", "| target (issue 25) | | | ≤ 1.5×, met: **not met** |"},
 		},
 		"scale and steady state alone": {
 			report: Report{Params: p, Scale: &ScaleResult{Fragments: 200, Gateways: 4},
@@ -237,6 +295,12 @@ func TestFailuresNameEachRowNotCorrect(t *testing.T) {
 			},
 			want: []string{"admission, 24 creates by 4 writers with webhooks: 1 error, e.g. denied"},
 		},
+		"a pool of 50,000 that did not converge waits 30 ms per fragment": {
+			breakIt: func(r *Report) {
+				r.Params.ScaleFragments, r.Params.ScalePool, r.Scale.Install.Converged = 50000, true, false
+			},
+			want: []string{"scale, first install: not every listener folded (on 794 Gateways) and every fragment Accepted within 25m0s"},
+		},
 		"scale and failover that did not converge": {
 			breakIt: func(r *Report) {
 				r.Scale.Install.Settled, r.Scale.Restart.Converged, r.Failover.Converged = false, false, false
@@ -319,5 +383,38 @@ PASS
 	}
 	if got := byPackage[modulePath+"/fold"]; got != 2 {
 		t.Errorf("fold gave %d results, want 2", got)
+	}
+}
+
+func TestPlacementCountsAPoolAsOne(t *testing.T) {
+	gw := func(name, head string, hosts ...string) gwv1.Gateway {
+		g := gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: gwv1.GatewaySpec{Listeners: []gwv1.Listener{{Name: "http"}}}}
+		if head != "" {
+			g.Labels = map[string]string{v1alpha1.PoolLabel: rules.PoolLabelValue(head)}
+			g.OwnerReferences = []metav1.OwnerReference{{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: head, Controller: ptr.To(true)}}
+		}
+		for _, h := range hosts {
+			g.Spec.Listeners = append(g.Spec.Listeners, gwv1.Listener{Name: gwv1.SectionName(h), Hostname: ptr.To(gwv1.Hostname(h))})
+		}
+		return g
+	}
+	want := map[string]map[string]bool{"pool": {"a": true, "b": true, "c": true}, "own": {"d": true}}
+	tests := map[string]struct {
+		gws            []gwv1.Gateway
+		missing, extra int
+	}{
+		"spread over a head and its sibling": {gws: []gwv1.Gateway{gw("pool", "", "a"), gw("pool-2", "pool", "b", "c"), gw("own", "", "d")}},
+		"on a Gateway that is no sibling": {gws: []gwv1.Gateway{gw("pool", "", "a"), gw("other", "", "b", "c"), gw("own", "", "d")},
+			missing: 2, extra: 2},
+		"twice in the pool":         {gws: []gwv1.Gateway{gw("pool", "", "a", "b"), gw("pool-2", "pool", "b", "c"), gw("own", "", "d")}, extra: 1},
+		"not yet folded, and stale": {gws: []gwv1.Gateway{gw("pool", "", "a", "x"), gw("own", "")}, missing: 3, extra: 1},
+		"no Gateway yet":            {missing: 4},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if missing, extra := placement(tc.gws, want); missing != tc.missing || extra != tc.extra {
+				t.Errorf("placement: %d missing, %d extra; want %d, %d", missing, extra, tc.missing, tc.extra)
+			}
+		})
 	}
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,10 +24,14 @@ import (
 // ScaleResult is how gatefold copes with many fragments: installed after
 // they exist, and restarted once they are all folded.
 type ScaleResult struct {
-	Fragments int           `json:"fragments"`
-	Gateways  int           `json:"gateways"`
-	Install   InstallResult `json:"firstInstall"`
-	Restart   RestartResult `json:"warmRestart"`
+	Fragments int `json:"fragments"`
+	// Pool says the fragments all name one Gateway heading a pool
+	// (Params.ScalePool); Gateways are those they were on after the first
+	// install: the hand-made ones, or the pool's head and siblings.
+	Pool     bool          `json:"pool,omitempty"`
+	Gateways int           `json:"gateways"`
+	Install  InstallResult `json:"firstInstall"`
+	Restart  RestartResult `json:"warmRestart"`
 }
 
 // InstallResult is the first install: the fragments are created while
@@ -89,18 +94,52 @@ const scaleNamespace = "scale"
 // quiet is how long the first leader must send nothing to have settled.
 const quiet = 2 * time.Second
 
+// scaleTimeout is how long each wait of the scale phase may take:
+// Params.PhaseTimeout, or 30 ms per fragment where that is longer (25
+// minutes at 50,000).
+func (p Params) scaleTimeout() time.Duration {
+	return max(p.PhaseTimeout, time.Duration(p.ScaleFragments)*30*time.Millisecond)
+}
+
+// scalePoll is how often the scale phase checks for convergence: every
+// 200 ms, and less often above 10,000 fragments (1 s at 50,000), so that
+// the checks take little of the CPU measured.
+func (p Params) scalePoll() time.Duration {
+	return max(200*time.Millisecond, time.Duration(p.ScaleFragments)*20*time.Microsecond)
+}
+
+// scaleHeads are the Gateways the scale fragments name: one heading a pool
+// with Params.ScalePool, else Params.ScaleGateways.
+func (p Params) scaleHeads() int {
+	if p.ScalePool {
+		return 1
+	}
+	return p.ScaleGateways
+}
+
+// scaleGatewaysWanted is how many Gateways the scale fragments end on: the
+// pool's ⌈N/63⌉, or the hand-made ones.
+func (p Params) scaleGatewaysWanted() int {
+	if p.ScalePool {
+		return poolGateways(p.ScaleFragments)
+	}
+	return p.ScaleGateways
+}
+
+func scaleGateway(g int) string { return fmt.Sprintf("scale-%d", g) }
+
 // scale runs the first install and the warm restart, then, as only asks,
 // the steady state and the failover, each on the state the one before
 // left.
 func (h *harness) scale(ctx context.Context, p Params, only selection) (*ScaleResult, *SteadyResult, *FailoverResult, error) {
-	res := &ScaleResult{Fragments: p.ScaleFragments, Gateways: p.ScaleGateways}
+	res := &ScaleResult{Fragments: p.ScaleFragments, Pool: p.ScalePool, Gateways: p.scaleHeads()}
 	if err := h.fresh(ctx); err != nil {
 		return res, nil, nil, err
 	}
 	if err := h.createScale(ctx, p, res); err != nil {
 		return res, nil, nil, err
 	}
-	watch, err := h.watchScale(ctx)
+	watch, err := h.watchScale(ctx, p)
 	if err != nil {
 		return res, nil, nil, err
 	}
@@ -108,7 +147,10 @@ func (h *harness) scale(ctx context.Context, p Params, only selection) (*ScaleRe
 	if err != nil {
 		return res, nil, nil, err
 	}
-	if leader, err = h.warmRestart(ctx, p, leader, &res.Restart); err != nil {
+	if res.Gateways, err = watch.gateways(ctx); err != nil {
+		return res, nil, nil, err
+	}
+	if leader, err = h.warmRestart(ctx, p, leader, res.Gateways, &res.Restart); err != nil {
 		return res, nil, nil, err
 	}
 	var steady *SteadyResult
@@ -120,12 +162,16 @@ func (h *harness) scale(ctx context.Context, p Params, only selection) (*ScaleRe
 	if !only.phase("failover") {
 		return res, steady, nil, nil
 	}
-	fo, err := h.failover(ctx, p, leader)
+	fo, err := h.failover(ctx, p, watch, leader)
 	return res, steady, fo, err
 }
 
 func (h *harness) createScale(ctx context.Context, p Params, res *ScaleResult) error {
-	progress("Scale: creating %d fragments on %d Gateways with no gatefold running", p.ScaleFragments, p.ScaleGateways)
+	on := fmt.Sprintf("%d Gateways", p.ScaleGateways)
+	if p.ScalePool {
+		on = fmt.Sprintf("one Gateway heading a pool (⌈%d / %d⌉ = %d)", p.ScaleFragments, poolRoom, poolGateways(p.ScaleFragments))
+	}
+	progress("Scale: creating %d fragments on %s with no gatefold running", p.ScaleFragments, on)
 	setup, err := h.client("bench-setup")
 	if err != nil {
 		return err
@@ -134,12 +180,16 @@ func (h *harness) createScale(ctx context.Context, p Params, res *ScaleResult) e
 		return err
 	}
 	start := time.Now()
-	gateways := make([]int, p.ScaleGateways)
+	gateways := make([]int, p.scaleHeads())
 	for i := range gateways {
 		gateways[i] = i
 	}
 	if err := parallel(p.Writers, gateways, func(g int) error {
-		return setup.Create(ctx, exampleGateway(scaleNamespace, fmt.Sprintf("scale-%d", g)))
+		gw := exampleGateway(scaleNamespace, scaleGateway(g))
+		if p.ScalePool {
+			gw.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
+		}
+		return setup.Create(ctx, gw)
 	}); err != nil {
 		return err
 	}
@@ -148,7 +198,7 @@ func (h *harness) createScale(ctx context.Context, p Params, res *ScaleResult) e
 		items[i] = i
 	}
 	if err := parallel(p.Writers, items, func(i int) error {
-		return setup.Create(ctx, scaleFragment(i, fmt.Sprintf("scale-%d", i%p.ScaleGateways)))
+		return setup.Create(ctx, scaleFragment(i, scaleGateway(i%p.scaleHeads())))
 	}); err != nil {
 		return err
 	}
@@ -156,17 +206,44 @@ func (h *harness) createScale(ctx context.Context, p Params, res *ScaleResult) e
 	return nil
 }
 
-// watchScale starts an informer cache of the scale namespace's Gateways
-// and fragments and of the claims, so that waiting for convergence costs
-// the API server one watch instead of a list of every fragment each time.
-func (h *harness) watchScale(ctx context.Context) (cache.Cache, error) {
+// scaleWatch follows the scale namespace's Gateways, and counts its
+// fragments reporting Accepted and the claims, from one watch of each:
+// waiting for convergence costs the API server no list, and the harness no
+// copy of every fragment per check. Its cache holds of a fragment only its
+// conditions, and of a claim only its metadata.
+type scaleWatch struct {
+	cache cache.Cache
+	// want are the hostnames wanted, by the Gateway their fragments name.
+	want     map[string]map[string]bool
+	accepted *census
+	claims   *census
+}
+
+func (h *harness) watchScale(ctx context.Context, p Params) (*scaleWatch, error) {
 	c, err := cache.New(h.config("bench-observer"), cache.Options{Scheme: scheme.New(),
-		DefaultNamespaces: map[string]cache.Config{scaleNamespace: {}, systemNamespace: {}}})
+		DefaultNamespaces: map[string]cache.Config{scaleNamespace: {}, systemNamespace: {}},
+		DefaultTransform:  cache.TransformStripManagedFields(),
+		ByObject:          map[client.Object]cache.ByObject{&v1alpha1.ListenerFragment{}: {Transform: fragmentConditions}}})
 	if err != nil {
 		return nil, err
 	}
+	w := &scaleWatch{cache: c, want: map[string]map[string]bool{}}
+	for i := range p.ScaleFragments {
+		gw := scaleGateway(i % p.scaleHeads())
+		if w.want[gw] == nil {
+			w.want[gw] = map[string]bool{}
+		}
+		w.want[gw][scaleHostname(i)] = true
+	}
 	go func() { _ = c.Start(ctx) }()
-	if _, err := c.GetInformer(ctx, &v1alpha1.ListenerFragment{}); err != nil {
+	fragments, err := c.GetInformer(ctx, &v1alpha1.ListenerFragment{})
+	if err != nil {
+		return nil, err
+	}
+	if w.accepted, err = newCensus(fragments, func(o client.Object) bool {
+		lf, ok := o.(*v1alpha1.ListenerFragment)
+		return ok && lf.Namespace == scaleNamespace && meta.IsStatusConditionTrue(lf.Status.Conditions, string(v1alpha1.FragmentConditionAccepted))
+	}); err != nil {
 		return nil, err
 	}
 	if _, err := c.GetInformer(ctx, &gwv1.Gateway{}); err != nil {
@@ -174,54 +251,93 @@ func (h *harness) watchScale(ctx context.Context) (cache.Cache, error) {
 	}
 	lease := &metav1.PartialObjectMetadata{}
 	lease.SetGroupVersionKind(coordinationv1.SchemeGroupVersion.WithKind("Lease"))
-	if _, err := c.GetInformer(ctx, lease); err != nil {
+	leases, err := c.GetInformer(ctx, lease)
+	if err != nil {
+		return nil, err
+	}
+	if w.claims, err = newCensus(leases, func(o client.Object) bool {
+		_, claim := o.GetLabels()[claimLabel]
+		return claim && o.GetNamespace() == systemNamespace
+	}); err != nil {
 		return nil, err
 	}
 	if !c.WaitForCacheSync(ctx) {
 		return nil, fmt.Errorf("the observer's cache did not sync")
 	}
-	return c, nil
+	return w, nil
 }
 
-func claimList() *metav1.PartialObjectMetadataList {
-	l := &metav1.PartialObjectMetadataList{}
-	l.SetGroupVersionKind(coordinationv1.SchemeGroupVersion.WithKind("LeaseList"))
-	return l
+// fragmentConditions keeps of a fragment what scaleWatch reads: its name
+// and its conditions.
+func fragmentConditions(obj any) (any, error) {
+	if lf, ok := obj.(*v1alpha1.ListenerFragment); ok {
+		lf.ManagedFields, lf.Annotations, lf.Spec = nil, nil, v1alpha1.ListenerFragmentSpec{}
+		lf.Status = v1alpha1.ListenerFragmentStatus{Conditions: lf.Status.Conditions}
+	}
+	return obj, nil
 }
 
-// scaleFolded says whether every scale Gateway holds perGateway listeners
-// and every scale fragment reports Accepted=True. It reads the cache
-// without copies: the harness must not take the CPU it measures.
-func scaleFolded(ctx context.Context, c client.Reader, p Params) bool {
-	perGateway := 1 + p.ScaleFragments/p.ScaleGateways
+// census counts the objects of an informer that match, kept current by its
+// events.
+type census struct {
+	mu sync.Mutex
+	in map[client.ObjectKey]bool
+}
+
+func newCensus(inf cache.Informer, match func(client.Object) bool) (*census, error) {
+	c := &census{in: map[client.ObjectKey]bool{}}
+	set := func(obj any, deleted bool) {
+		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		o, ok := obj.(client.Object)
+		if !ok {
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if key := client.ObjectKeyFromObject(o); !deleted && match(o) {
+			c.in[key] = true
+		} else {
+			delete(c.in, key)
+		}
+	}
+	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { set(obj, false) },
+		UpdateFunc: func(_, obj any) { set(obj, false) },
+		DeleteFunc: func(obj any) { set(obj, true) },
+	})
+	return c, err
+}
+
+func (c *census) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.in)
+}
+
+// folded says whether every scale fragment reports Accepted=True and its
+// listener is on the Gateway it names or, on a pool, once on one of the
+// pool's Gateways, which are as many as wanted.
+func (w *scaleWatch) folded(ctx context.Context, p Params) bool {
+	if w.accepted.count() != p.ScaleFragments {
+		return false
+	}
 	gws := &gwv1.GatewayList{}
-	if c.List(ctx, gws, client.InNamespace(scaleNamespace), client.UnsafeDisableDeepCopy) != nil || len(gws.Items) != p.ScaleGateways {
+	if w.cache.List(ctx, gws, client.InNamespace(scaleNamespace), client.UnsafeDisableDeepCopy) != nil || len(gws.Items) != p.scaleGatewaysWanted() {
 		return false
 	}
-	for _, gw := range gws.Items {
-		if len(gw.Spec.Listeners) != perGateway {
-			return false
-		}
-	}
-	list := &v1alpha1.ListenerFragmentList{}
-	if c.List(ctx, list, client.InNamespace(scaleNamespace), client.UnsafeDisableDeepCopy) != nil {
-		return false
-	}
-	accepted := 0
-	for _, lf := range list.Items {
-		if meta.IsStatusConditionTrue(lf.Status.Conditions, string(v1alpha1.FragmentConditionAccepted)) {
-			accepted++
-		}
-	}
-	return accepted == p.ScaleFragments
+	missing, extra := placement(gws.Items, w.want)
+	return missing == 0 && extra == 0
 }
 
-func claims(ctx context.Context, c client.Reader) int {
-	l := claimList()
-	if c.List(ctx, l, client.InNamespace(systemNamespace), client.HasLabels{claimLabel}, client.UnsafeDisableDeepCopy) != nil {
-		return -1
+// gateways counts the scale namespace's Gateways.
+func (w *scaleWatch) gateways(ctx context.Context) (int, error) {
+	list := &gwv1.GatewayList{}
+	if err := w.cache.List(ctx, list, client.InNamespace(scaleNamespace), client.UnsafeDisableDeepCopy); err != nil {
+		return 0, err
 	}
-	return len(l.Items)
+	return len(list.Items), nil
 }
 
 // errPending is what a bench poll's check returns while it waits.
@@ -238,12 +354,12 @@ func pending(done bool) error {
 // firstInstall starts a leader, as installed (serving the webhooks), on
 // fragments it never saw, and times it until they are folded and reported,
 // then until it settled.
-func (h *harness) firstInstall(ctx context.Context, p Params, watch cache.Cache, res *InstallResult) (*manager, error) {
+func (h *harness) firstInstall(ctx context.Context, p Params, watch *scaleWatch, res *InstallResult) (*manager, error) {
 	progress("Scale: first install, a leader starts on %d fragments with no status", p.ScaleFragments)
 	converged := make(chan time.Time, 1)
 	go func() {
 		var at time.Time
-		if testenv.Poll(p.PhaseTimeout, 200*time.Millisecond, func() error { return pending(scaleFolded(ctx, watch, p)) }) == nil {
+		if testenv.Poll(p.scaleTimeout(), p.scalePoll(), func() error { return pending(watch.folded(ctx, p)) }) == nil {
 			at = time.Now()
 		}
 		converged <- at
@@ -267,9 +383,9 @@ func (h *harness) firstInstall(ctx context.Context, p Params, watch cache.Cache,
 	progress("  converged=%v in %.1fs (%.2f× the creates); waiting for the claims", res.Converged, res.ConvergeSeconds, res.ConvergeSeconds/res.CreateSeconds)
 
 	// Settled: folded, every claim backfilled, and nothing sent for quiet.
-	changed, settled := leader.quiesce(p.PhaseTimeout,
-		func() float64 { return float64(claims(ctx, watch)) },
-		func(n float64) bool { return int(n) == p.ScaleFragments && scaleFolded(ctx, watch, p) })
+	changed, settled := leader.quiesce(p.scaleTimeout(),
+		func() float64 { return float64(watch.claims.count()) },
+		func(n float64) bool { return int(n) == p.ScaleFragments && watch.folded(ctx, p) })
 	res.Settled = settled
 	if !res.Settled {
 		changed = time.Now()
@@ -286,8 +402,9 @@ func (h *harness) firstInstall(ctx context.Context, p Params, watch cache.Cache,
 }
 
 // warmRestart stops the leader and starts a new one, serving the webhooks,
-// where every status is current.
-func (h *harness) warmRestart(ctx context.Context, p Params, old *manager, res *RestartResult) (*manager, error) {
+// where every status is current: converged once it folded each of the
+// gateways once.
+func (h *harness) warmRestart(ctx context.Context, p Params, old *manager, gateways int, res *RestartResult) (*manager, error) {
 	progress("Scale: warm restart, a new leader where every status is current")
 	_ = old.Stop()
 	prof := h.profile("scale-restart")
@@ -297,9 +414,9 @@ func (h *harness) warmRestart(ctx context.Context, p Params, old *manager, res *
 		return nil, err
 	}
 	h.serving = leader
-	res.Converged = testenv.Poll(p.PhaseTimeout, 50*time.Millisecond, func() error {
+	res.Converged = testenv.Poll(p.scaleTimeout(), 50*time.Millisecond, func() error {
 		folds, err := leader.counter("gatefold_merger_folds_total", nil)
-		return pending(err == nil && folds >= float64(p.ScaleGateways))
+		return pending(err == nil && folds >= float64(gateways))
 	}) == nil
 	at := time.Now()
 	prof.end()
@@ -355,7 +472,7 @@ func (h *harness) steady(p Params, leader *manager) (*SteadyResult, error) {
 // failover kills the leader while a follower waits, and times a fragment
 // created at once until it is folded. The webhooks are removed first: the
 // leader served them.
-func (h *harness) failover(ctx context.Context, p Params, leader *manager) (*FailoverResult, error) {
+func (h *harness) failover(ctx context.Context, p Params, watch *scaleWatch, leader *manager) (*FailoverResult, error) {
 	fo := &FailoverResult{LeaseSeconds: p.LeaseDuration.Seconds()}
 	progress("Failover: a follower joins, the leader is killed, a fragment is created")
 	if err := h.setWebhooks(ctx, false); err != nil {
@@ -375,17 +492,18 @@ func (h *harness) failover(ctx context.Context, p Params, leader *manager) (*Fai
 	}
 	h.serving = nil
 	killed := time.Now()
-	lf := scaleFragment(p.ScaleFragments, "scale-0")
+	lf := scaleFragment(p.ScaleFragments, scaleGateway(0))
 	if err := setup.Create(ctx, lf); err != nil {
 		return nil, err
 	}
-	host := string(*lf.Spec.Listeners[0].Hostname)
+	want := map[string]map[string]bool{scaleGateway(0): {scaleHostname(p.ScaleFragments): true}}
 	fo.Converged = testenv.Poll(p.PhaseTimeout, 100*time.Millisecond, func() error {
-		gw := &gwv1.Gateway{}
-		if err := h.observer.Get(ctx, client.ObjectKey{Namespace: scaleNamespace, Name: "scale-0"}, gw); err != nil {
+		gws := &gwv1.GatewayList{}
+		if err := watch.cache.List(ctx, gws, client.InNamespace(scaleNamespace), client.UnsafeDisableDeepCopy); err != nil {
 			return err
 		}
-		return pending(slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return string(ptr.Deref(l.Hostname, "")) == host }))
+		missing, _ := placement(gws.Items, want)
+		return pending(missing == 0)
 	}) == nil
 	landed := time.Now()
 	fo.TakeoverSeconds = landed.Sub(killed).Seconds()
@@ -402,13 +520,15 @@ func mustFreePort() int {
 	return p
 }
 
+func scaleHostname(i int) string { return fmt.Sprintf("route-%d.example.com", i) }
+
 func scaleFragment(i int, gateway string) *v1alpha1.ListenerFragment {
 	return &v1alpha1.ListenerFragment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: scaleNamespace, Name: fmt.Sprintf("route-%d", i)},
 		Spec: v1alpha1.ListenerFragmentSpec{
 			ParentRef: gwv1.ParentGatewayReference{Name: gwv1.ObjectName(gateway)},
 			Listeners: []gwv1.ListenerEntry{{Name: "https", Port: 443, Protocol: gwv1.HTTPSProtocolType,
-				Hostname: ptr.To(gwv1.Hostname(fmt.Sprintf("route-%d.example.com", i))),
+				Hostname: ptr.To(gwv1.Hostname(scaleHostname(i))),
 				TLS:      &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert"}}}}},
 		},
 	}
