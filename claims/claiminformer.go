@@ -259,7 +259,7 @@ func (i *Informer) Versions() map[string]string {
 	return out
 }
 
-// all returns every claim, shared as onGateway's.
+// all returns every claim, shared as against's.
 func (i *Informer) all() []*held {
 	return i.claims(i.informer.GetStore().List())
 }

@@ -249,11 +249,13 @@ func (s *Store) HoldersNow(ctx context.Context, gw types.NamespacedName) (map[ru
 	return holders(claims, gw), nil
 }
 
-// holders returns, by tuple, the fragments holding the decoded claims of gw.
+// holders returns, by tuple, the fragments holding the decoded claims of gw
+// that carry its label: the merger lists claims by it, and admission
+// reserves what the fold reserves.
 func holders(claims []*held, gw types.NamespacedName) map[rules.Tuple]types.NamespacedName {
 	out := make(map[rules.Tuple]types.NamespacedName, len(claims))
 	for _, h := range claims {
-		if h.decoded && h.claim.Gateway == gw {
+		if h.decoded && h.claim.Gateway == gw && h.lease.Labels[claimGatewayLabel] == gatewayLabel(gw) {
 			out[h.claim.Tuple] = h.holder.fragment()
 		}
 	}

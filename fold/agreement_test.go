@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -158,6 +159,16 @@ func relatedAgree(t *testing.T, data, request []byte) {
 	stored := rules.Stored{Gateway: in.Gateway, ListenerSets: listenerSetGatewayOf(&in), Claims: map[rules.Tuple]types.NamespacedName{}, Grants: map[string][]gwv1.ReferenceGrant{}}
 	if stored.ListenerSets != nil && in.ListenerSetGateway != nil {
 		stored.ListenerSets.ManagedFields = managedFieldsOf(in.ListenerSetGateway.Managed)
+		if len(in.Sources) > 0 && next()%2 == 0 {
+			// Added by someone under a source listener's name: not added,
+			// since a source has that name.
+			src := in.Sources[next()%len(in.Sources)]
+			l := src.Listeners[next()%len(src.Listeners)]
+			name := rules.GatewayListenerName(src.Ref(), l.Name)
+			if !slices.ContainsFunc(stored.ListenerSets.Spec.Listeners, func(o gwv1.Listener) bool { return o.Name == name }) {
+				stored.ListenerSets.Spec.Listeners = append(stored.ListenerSets.Spec.Listeners, gwv1.Listener{Name: name, Port: 80, Protocol: gwv1.HTTPProtocolType, Hostname: l.Hostname})
+			}
+		}
 	}
 	index := map[string][]rules.Source{}
 	var seeds []rules.Source

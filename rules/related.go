@@ -65,7 +65,9 @@ func AdmissionKeys(gateway string, src *Source) []string {
 	return keys
 }
 
-// Lookup returns the stored sources found under an AdmissionKeys key.
+// Lookup returns the stored sources found under an AdmissionKeys key that
+// the fold places (not being deleted, of a namespace the Gateway admits):
+// what it leaves out decides nothing, so is not followed.
 type Lookup func(key string) ([]Source, error)
 
 // RelatedSources returns the stored sources of pool head gw that

@@ -177,14 +177,10 @@ func (v *fragmentValidator) storedBoard(ctx context.Context, view *claims.View, 
 	if stored.ListenerSets, err = view.Gateway(ctx, types.NamespacedName{Namespace: gw.Namespace, Name: rules.ListenerSetGatewayName(gw.Name)}); err != nil {
 		return nil, 0, err
 	}
-	sources, err := v.sourcesFor(ctx, gw, stored.ListenerSets, lf, listenerSets)
-	if err != nil {
-		return nil, 0, err
-	}
-	if stored.Sources, err = view.Placed(ctx, gw, sources); err != nil {
+	if stored.Sources, err = v.sourcesFor(ctx, view, gw, stored.ListenerSets, lf, listenerSets); err != nil {
 		// Another tenant's namespace: the requester is not told which.
-		logf.FromContext(ctx).Error(err, "Reading the namespaces of the stored ListenerFragments of a Gateway", "gateway", klog.KObj(gw))
-		return nil, 0, fmt.Errorf("reading the namespaces of the ListenerFragments of Gateway %s from the informer cache (gatefold's log has the details)", klog.KObj(gw))
+		logf.FromContext(ctx).Error(err, "Reading the stored ListenerFragments of a Gateway and their namespaces", "gateway", klog.KObj(gw))
+		return nil, 0, fmt.Errorf("reading the ListenerFragments of Gateway %s and their namespaces from the informer cache (gatefold's log has the details)", klog.KObj(gw))
 	}
 	var tuples []rules.Tuple
 	for _, src := range stored.Sources {
@@ -229,25 +225,34 @@ func invalid(lf *v1alpha1.ListenerFragment, errs field.ErrorList) error {
 	return apierrors.NewInvalid(fragmentGK, lf.Name, errs)
 }
 
-// sourcesFor returns the stored sources of gw that lf is checked against,
-// its ListenerSets among them: on a pool's head only those lf's listeners
-// may meet (rules.RelatedSources), else every fragment naming gw.
-// lsGateway is the Gateway of gw's ListenerSets, nil when there is none.
-func (v *fragmentValidator) sourcesFor(ctx context.Context, gw, lsGateway *gwv1.Gateway, lf *v1alpha1.ListenerFragment, listenerSets []rules.Source) ([]rules.Source, error) {
+// sourcesFor returns the stored sources of gw that the fold places (View.Placed)
+// and lf is checked against, its ListenerSets among them: on a pool's head
+// only those lf's listeners may meet (rules.RelatedSources), else every
+// fragment naming gw. lsGateway is the Gateway of gw's ListenerSets, nil
+// when there is none.
+func (v *fragmentValidator) sourcesFor(ctx context.Context, view *claims.View, gw, lsGateway *gwv1.Gateway, lf *v1alpha1.ListenerFragment, listenerSets []rules.Source) ([]rules.Source, error) {
 	if !rules.PoolHead(gw) {
 		fragments, err := fragmentsOf(ctx, v.cache, gw)
-		return append(fragments, listenerSets...), err
+		if err != nil {
+			return nil, err
+		}
+		return view.Placed(ctx, gw, append(fragments, listenerSets...))
 	}
 	entries := make([]rules.Entry, 0, len(lf.Spec.Listeners))
 	for _, l := range lf.Spec.Listeners {
 		entries = append(entries, rules.EntryOf(l.Port, l.Protocol, l.Hostname))
 	}
-	return rules.RelatedSources(gw, lsGateway, entries, listenerSets, func(key string) ([]rules.Source, error) {
+	seeds, err := view.Placed(ctx, gw, listenerSets)
+	if err != nil {
+		return nil, err
+	}
+	// What the fold does not place decides nothing: it is not followed.
+	return rules.RelatedSources(gw, lsGateway, entries, seeds, func(key string) ([]rules.Source, error) {
 		list := &v1alpha1.ListenerFragmentList{}
 		if err := v.cache.List(ctx, list, client.MatchingFields{manager.AdmissionIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing the ListenerFragments of Gateway %s under %s: %w", klog.KObj(gw), key, err)
 		}
-		return rules.FromFragments(list.Items), nil
+		return view.Placed(ctx, gw, rules.FromFragments(list.Items))
 	})
 }
 
