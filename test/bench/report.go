@@ -441,7 +441,7 @@ func (r *Report) scaleMarkdown(b *strings.Builder) {
 	fmt.Fprintf(b, "| peak RSS of the leader | %d MiB | ≤ %d MiB | %s |\n", in.PeakRSSBytes>>20, maxRSS>>20, met(in.PeakRSSBytes <= maxRSS, true))
 	b.WriteString("\nWarm restart: that leader stopped, a new one started where every status is current. Converged: its `gatefold_merger_folds_total` shows it folded every Gateway once.\n\n")
 	b.WriteString("| measure | value | target | met |\n|---|---|---|---|\n")
-	fmt.Fprintf(b, "| leader start → converged | %s (converged: %s) | ≤ %s | %s |\n", secs(re.ConvergeSeconds), yes(re.Converged), restartTarget, met(re.Converged && re.ConvergeSeconds <= restartTarget.Seconds(), true))
+	fmt.Fprintf(b, "| leader start → converged | %s (converged: %s) | ≤ %.0f s | %s |\n", secs(re.ConvergeSeconds), yes(re.Converged), restartTarget.Seconds(), met(re.Converged && re.ConvergeSeconds <= restartTarget.Seconds(), true))
 	fmt.Fprintf(b, "| gatefold writes until %s after | %d%s | 0 | %s |\n", r.Params.Settle, re.Writes.Gatefold, byResource(re.Writes.ByResource), met(re.Writes.Gatefold == 0, true))
 	fmt.Fprintf(b, "| applies sent (its metrics) | %.0f Gateway, %.0f status | 0 | %s |\n", re.GatewayApplies, re.StatusApplies, met(re.GatewayApplies+re.StatusApplies == 0, true))
 }

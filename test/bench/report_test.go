@@ -164,14 +164,14 @@ func TestMarkdownShowsOnlyWhatRan(t *testing.T) {
 				"| Gateways the pool ended with | 32 | ⌈2000 / 63⌉ = 32, no more | yes |",
 				"| that, as a ratio of the creates | 1.60× | ≤ 1.5× | **not met** |",
 				"| peak RSS of the leader | 600 MiB | ≤ 512 MiB | **not met** |",
-				"| leader start → converged | 4.00 s (converged: yes) | ≤ 10s | yes |",
+				"| leader start → converged | 4.00 s (converged: yes) | ≤ 10 s | yes |",
 				"| gatefold writes until 2s after | 0 | 0 | yes |",
 				"| gatefold reads (get, list; not watch) | 15, 1.50 per second | ≤ 1 per second | **not met** |",
 				"| peak RSS of the leader | 300 MiB | ≤ 512 MiB | yes |"},
 		},
 		"a warm restart that did not converge has not met its target": {
 			report: Report{Params: p, Scale: &ScaleResult{Fragments: 200, Gateways: 4, Restart: RestartResult{ConvergeSeconds: 3}}},
-			want:   []string{"### Scale: 200 fragments on 4 Gateways", "| leader start → converged | 3.00 s (converged: **no**) | ≤ 10s | **not met** |"},
+			want:   []string{"### Scale: 200 fragments on 4 Gateways", "| leader start → converged | 3.00 s (converged: **no**) | ≤ 10 s | **not met** |"},
 			absent: []string{"Gateways the pool ended with"},
 		},
 		"admission p99 against its target": {
