@@ -61,6 +61,8 @@ type Reconciler struct {
 	// implementation refused them.
 	withdrawals withdrawalMemo
 	debounce    *debouncer
+	// folding holds the status writers while Gateways are folded.
+	folding gate
 	// fragmentReports and setReports are the statuses decided for
 	// ListenerFragments and ListenerSets, each kind with its writers.
 	fragmentReports, setReports reports
@@ -75,6 +77,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if wait := r.debounce.due(req); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
+	defer r.folding.hold()()
 	in, mode, err := r.read(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -21,7 +21,7 @@ import (
 // A fold decides every fragment's status; storing them is separate work,
 // keyed per fragment, with workers of its own: a fold never waits on status
 // writes, and a new fragment's report never waits behind its Gateway's other
-// fragments'.
+// fragments'. Status writes wait for the folds under way (gate).
 
 // report is the status a fold decided for a fragment, not yet stored.
 type report struct {
@@ -131,6 +131,13 @@ type statusWriter struct {
 
 func (w statusWriter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	reports := w.r.reportsOf(w.kind)
+	if reports.get(req.NamespacedName) == nil {
+		return ctrl.Result{}, nil
+	}
+	// Gateway folds go first (gate); one may publish a newer report meanwhile.
+	if err := w.r.folding.wait(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	rep := reports.get(req.NamespacedName)
 	if rep == nil {
 		return ctrl.Result{}, nil

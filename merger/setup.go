@@ -33,7 +33,8 @@ type Options struct {
 	// StatusWorkers is how many fragment statuses are written at once.
 	StatusWorkers int
 	// Debounce is the quiet period a Gateway's events must leave before it
-	// is folded, and DebounceMax the longest a burst of events delays it.
+	// is folded, and DebounceMax the longest a burst of events delays it,
+	// and a status write waits behind folds.
 	Debounce, DebounceMax time.Duration
 	// Resync is how often every Gateway is folded again without an event.
 	Resync time.Duration
@@ -89,6 +90,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		ListenerSetControllers: opts.ListenerSetControllers,
 		Claims:                 opts.Claims,
 		debounce:               newDebouncer(opts.Debounce, opts.DebounceMax),
+		folding:                gate{limit: opts.DebounceMax},
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ListenerFragment{}, certificateNamespaceIndex, certificateNamespaces); err != nil {
 		return fmt.Errorf("indexing fragments by certificate namespace: %w", err)

@@ -65,7 +65,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Merger.Workers, "merger-workers", 4, "How many Gateways the merger folds at once, and how many routes of each kind the routing controllers reconcile at once")
 	fs.IntVar(&o.Merger.StatusWorkers, "merger-status-workers", 16, "How many fragment statuses the merger writes at once, apart from its folds")
 	fs.DurationVar(&o.Merger.Debounce, "merger-debounce", 200*time.Millisecond, "How long a Gateway's events must stay quiet before it is folded: a burst of fragment changes costs one Gateway write")
-	fs.DurationVar(&o.Merger.DebounceMax, "merger-debounce-max", 10*time.Second, "The longest a burst of events delays a Gateway's fold, however busy it stays")
+	fs.DurationVar(&o.Merger.DebounceMax, "merger-debounce-max", 10*time.Second, "The longest a burst of events delays a Gateway's fold, however busy it stays, and a status write waits behind folds")
 	fs.DurationVar(&o.Merger.Resync, "merger-resync-period", 10*time.Minute, "How often every Gateway is folded, and every route reconciled, again without an event, which repairs statuses someone else changed; a current one writes nothing")
 	fs.DurationVar(&o.Merger.PoolGrace, "pool-sibling-grace", 5*time.Minute, "How long a Gateway gatefold created for a pool (annotation gatefold.dev/pool: \"true\" on its head) stays with no folded listener before gatefold deletes it")
 	fs.Func("listenerset-controllers", "Comma-separated controllerNames of GatewayClasses whose ListenerSets gatefold folds into their Gateways, for implementations without ListenerSet support (e.g. traefik.io/gateway-controller); a class whose status lists the ListenerSet feature is left alone. Empty, ListenerSets are neither watched nor read", func(v string) error {
