@@ -66,10 +66,12 @@ type harness struct {
 	namespaces []string
 	// profiler takes CPU profiles of the timed phases, with --profile.
 	profiler *profiler
+	// readyTimeout is Params.readyTimeout.
+	readyTimeout time.Duration
 }
 
 func newHarness(env *devenv.Env, bin, dir string, p Params) (*harness, error) {
-	h := &harness{env: env, bin: bin, dir: dir, audit: filepath.Join(dir, "audit.log"), args: managerArgs(p)}
+	h := &harness{env: env, bin: bin, dir: dir, audit: filepath.Join(dir, "audit.log"), args: managerArgs(p), readyTimeout: p.readyTimeout()}
 	var err error
 	if h.observer, err = client.NewWithWatch(h.config("bench-observer"), client.Options{Scheme: scheme.New()}); err != nil {
 		return nil, err
@@ -195,7 +197,7 @@ func (h *harness) startManager(name string, webhookPort int) (*manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m, m.WaitReady(context.Background())
+	return m, m.WaitReadyWithin(context.Background(), h.readyTimeout)
 }
 
 // launch starts a replica and returns at once.

@@ -101,6 +101,13 @@ func (p Params) scaleTimeout() time.Duration {
 	return max(p.PhaseTimeout, time.Duration(p.ScaleFragments)*30*time.Millisecond)
 }
 
+// readyTimeout is how long a replica may take to become ready: a minute,
+// or 5 ms per scale fragment where that is longer (its informers list every
+// fragment and claim first).
+func (p Params) readyTimeout() time.Duration {
+	return max(time.Minute, time.Duration(p.ScaleFragments)*5*time.Millisecond)
+}
+
 // scalePoll is how often the scale phase checks for convergence: every
 // 200 ms, and less often above 10,000 fragments (1 s at 50,000), so that
 // the checks take little of the CPU measured.
@@ -421,7 +428,7 @@ func (h *harness) warmRestart(ctx context.Context, p Params, old *manager, gatew
 	at := time.Now()
 	prof.end()
 	res.ConvergeSeconds = at.Sub(leader.Started).Seconds()
-	if err := leader.WaitReady(ctx); err != nil {
+	if err := leader.WaitReadyWithin(ctx, p.readyTimeout()); err != nil {
 		return nil, err
 	}
 	time.Sleep(time.Until(at.Add(p.Settle)))

@@ -359,7 +359,13 @@ func (r *Replica) Stop() error {
 // WaitReady waits until the replica's /readyz answers 200, and fails at once
 // when it ends first.
 func (r *Replica) WaitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, readyWithin)
+	return r.WaitReadyWithin(ctx, readyWithin)
+}
+
+// WaitReadyWithin is WaitReady for at most within, for a replica whose
+// informers have many objects to list.
+func (r *Replica) WaitReadyWithin(ctx context.Context, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	c := &http.Client{Timeout: 2 * time.Second}
 	for {
@@ -373,7 +379,7 @@ func (r *Replica) WaitReady(ctx context.Context) error {
 		case <-r.exited:
 			return fmt.Errorf("gatefold replica %s ended before it was ready (%v)%s", r.Name, r.err, r.LogTail())
 		case <-ctx.Done():
-			return fmt.Errorf("gatefold replica %s is not ready after %v%s", r.Name, readyWithin, r.LogTail())
+			return fmt.Errorf("gatefold replica %s is not ready after %v%s", r.Name, within, r.LogTail())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
