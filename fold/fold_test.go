@@ -884,23 +884,46 @@ func BenchmarkFold(b *testing.B) {
 			}
 		})
 	}
-	// A pool's head at first install: every fragment claimed, no sibling yet.
 	for _, n := range []int{1000, 50000} {
-		in := Input{Gateway: gateway(gwv1.NamespacesFromAll, own("http", 80, gwv1.HTTPProtocolType, "")), Managed: sets.New[gwv1.SectionName](),
-			Pool: &Pool{Names: sets.New("shared")}, Claims: map[rules.Tuple]types.NamespacedName{}}
-		in.Gateway.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
-		for i := range n {
-			l := entry("web", 443, gwv1.HTTPSProtocolType, fmt.Sprintf("f%d.example.com", i))
-			src := fragment("shop", fmt.Sprintf("f%d", i), i, l)
-			in.Sources = append(in.Sources, src)
-			in.Claims[rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()] = src.Ref().NamespacedName
+		for _, folded := range []bool{false, true} {
+			in := claimedPool(n, folded)
+			b.Run(fmt.Sprintf("pool=%d/claimed/folded=%v", n, folded), func(b *testing.B) {
+				for range b.N {
+					Fold(in)
+				}
+			})
 		}
-		b.Run(fmt.Sprintf("pool=%d/claimed", n), func(b *testing.B) {
-			for range b.N {
-				Fold(in)
-			}
-		})
 	}
+}
+
+// claimedPool is the fold's input for a pool's head with n fragments, each
+// holding its claim: at first install (no sibling yet), or folded (its
+// siblings carry every fragment's listener, 63 to a Gateway).
+func claimedPool(n int, folded bool) Input {
+	in := Input{Gateway: gateway(gwv1.NamespacesFromAll, own("http", 80, gwv1.HTTPProtocolType, "")), Managed: sets.New[gwv1.SectionName](),
+		Pool: &Pool{Names: sets.New("shared")}, Claims: map[rules.Tuple]types.NamespacedName{}}
+	in.Gateway.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
+	for i := range n {
+		l := entry("web", 443, gwv1.HTTPSProtocolType, fmt.Sprintf("f%d.example.com", i))
+		src := fragment("shop", fmt.Sprintf("f%d", i), i, l)
+		in.Sources = append(in.Sources, src)
+		in.Claims[rules.EntryOf(l.Port, l.Protocol, l.Hostname).Tuple()] = src.Ref().NamespacedName
+	}
+	if !folded {
+		return in
+	}
+	for k := 0; k < n; k += rules.MaxListeners - 1 {
+		sib := gateway(gwv1.NamespacesFromAll, own("http", 80, gwv1.HTTPProtocolType, ""))
+		sib.Name = rules.SiblingName("shared", len(in.Pool.Siblings)+2)
+		managed := sets.New[gwv1.SectionName]("http")
+		for _, src := range in.Sources[k:min(n, k+rules.MaxListeners-1)] {
+			sib.Spec.Listeners = append(sib.Spec.Listeners, Listener(&src, src.Listeners[0]))
+			managed.Insert(rules.GatewayListenerName(src.Ref(), src.Listeners[0].Name))
+		}
+		in.Pool.Siblings = append(in.Pool.Siblings, Sibling{Gateway: sib, Managed: managed})
+		in.Pool.Names.Insert(sib.Name)
+	}
+	return in
 }
 
 func TestFoldChecksReferenceGrants(t *testing.T) {

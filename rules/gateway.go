@@ -63,12 +63,20 @@ func SoleStatusWriter(managed []metav1.ManagedFieldsEntry) bool {
 // OwnListeners returns the Gateway's own listeners: those that gatefold
 // neither applied (managed) nor would name for one of the sources. A
 // listener folded for a since-deleted source is therefore not "own", and
-// neither is one a source is about to get.
+// neither is one a source is about to get. The sources' names are hashed
+// only when a listener is not managed: a pool's sibling is asked on every
+// fold, for thousands of sources.
 func OwnListeners(gw *gwv1.Gateway, managed sets.Set[gwv1.SectionName], sources []Source) []gwv1.Listener {
-	generated := GeneratedNames(sources)
+	var generated sets.Set[gwv1.SectionName]
 	var own []gwv1.Listener
 	for _, l := range gw.Spec.Listeners {
-		if !managed.Has(l.Name) && !generated.Has(l.Name) {
+		if managed.Has(l.Name) {
+			continue
+		}
+		if generated == nil {
+			generated = GeneratedNames(sources)
+		}
+		if !generated.Has(l.Name) {
 			own = append(own, l)
 		}
 	}
