@@ -1,9 +1,10 @@
 package merger
 
 import (
+	"crypto/sha256"
+	"encoding/json"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -18,9 +19,11 @@ type carriedMemo struct {
 	byGateway map[types.NamespacedName]map[gwv1.SectionName]carried
 }
 
+// carried is a listener's digest, not the listener: the memo would
+// otherwise hold a second copy of every listener gatefold folded.
 type carried struct {
-	listener gwv1.Listener
-	since    int64
+	digest [sha256.Size]byte
+	since  int64
 }
 
 // observe records the Gateway's managed listeners and returns, by name, the
@@ -38,15 +41,23 @@ func (m *carriedMemo) observe(key types.NamespacedName, gw *gwv1.Gateway, manage
 		if !managed.Has(l.Name) {
 			continue
 		}
+		d := digest(&l)
 		c, ok := prev[l.Name]
-		if !ok || !equality.Semantic.DeepEqual(c.listener, l) {
-			c = carried{listener: *l.DeepCopy(), since: gw.Generation}
+		if !ok || c.digest != d {
+			c = carried{digest: d, since: gw.Generation}
 		}
 		now[l.Name] = c
 		since[l.Name] = c.since
 	}
 	m.byGateway[key] = now
 	return since
+}
+
+// digest is the SHA-256 of listener l's JSON: equal for equal listeners,
+// since JSON writes struct fields in order and map keys sorted.
+func digest(l *gwv1.Listener) [sha256.Size]byte {
+	raw, _ := json.Marshal(l) // a Listener holds nothing JSON cannot encode
+	return sha256.Sum256(raw)
 }
 
 // forget drops a deleted Gateway.
