@@ -176,10 +176,12 @@ func (r *Reconciler) gatewaysOfClass(ctx context.Context, o client.Object) []rec
 // gatewaysOfNamespace maps a namespace whose labels changed to the Gateways
 // its fragments attach to: a selector in allowedListeners may now match. Like
 // the fold, the event handlers read only fragments' specs, and never wait
-// for status writes to reach the cache.
+// for status writes to reach the cache. They only read what they list, so
+// they list it shared with the cache, not copied: a copy of a pool's
+// fragments at every event is as large as the cache's.
 func (r *Reconciler) gatewaysOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &v1alpha1.ListenerFragmentList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetName()), client.DisableReadYourWritesConsistency); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetName()), client.DisableReadYourWritesConsistency, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing fragments of a relabelled namespace", "namespace", o.GetName())
 		return nil
 	}
@@ -200,7 +202,7 @@ func (r *Reconciler) gatewaysOfNamespace(ctx context.Context, o client.Object) [
 // a grant someone changed or deleted is restored.
 func (r *Reconciler) gatewaysOfGrant(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &v1alpha1.ListenerFragmentList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{certificateNamespaceIndex: o.GetNamespace()}, client.DisableReadYourWritesConsistency); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{certificateNamespaceIndex: o.GetNamespace()}, client.DisableReadYourWritesConsistency, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing fragments with certificates in a namespace", "namespace", o.GetNamespace())
 		return nil
 	}

@@ -280,14 +280,17 @@ func (r *Reconciler) routesOfGateway(ctx context.Context, o client.Object) []rec
 }
 
 // routesOfListeners is routesOfGateway for the sources with a listener
-// whose generated name is in moved, all when moved is nil.
+// whose generated name is in moved, all when moved is nil. Like every
+// mapper here, it only reads what it lists, so it lists it shared with the
+// cache, not copied: a pool's fragments, copied at every event of each of
+// its Gateways, would be a copy of the cache each time.
 func (r *Reconciler) routesOfListeners(ctx context.Context, o client.Object, moved sets.Set[gwv1.SectionName]) []reconcile.Request {
 	parent := client.ObjectKeyFromObject(o)
 	if head, ok := rules.HeadOf(o.(*gwv1.Gateway)); ok {
 		parent = head
 	}
 	fragments := &v1alpha1.ListenerFragmentList{}
-	if err := r.Client.List(ctx, fragments, client.MatchingFields{manager.ParentIndex: parent.String()}, client.DisableReadYourWritesConsistency); err != nil {
+	if err := r.Client.List(ctx, fragments, client.MatchingFields{manager.ParentIndex: parent.String()}, client.DisableReadYourWritesConsistency, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing the fragments of a Gateway", "gateway", parent)
 		return nil
 	}
@@ -315,7 +318,7 @@ func (r *Reconciler) routesOfListeners(ctx context.Context, o client.Object, mov
 // this kind in it that name a source.
 func (r *Reconciler) routesOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
 	list := r.newRouteList()
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetName()), client.DisableReadYourWritesConsistency); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetName()), client.DisableReadYourWritesConsistency, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing the routes of a relabelled namespace", "kind", r.GVK.Kind, "namespace", o.GetName())
 		return nil
 	}
@@ -346,7 +349,7 @@ func (r *Reconciler) routesOfClass(ctx context.Context, o client.Object) []recon
 // routesNaming lists the routes of this kind whose parentRefs name src.
 func (r *Reconciler) routesNaming(ctx context.Context, src rules.SourceRef) []reconcile.Request {
 	list := r.newRouteList()
-	if err := r.Client.List(ctx, list, client.MatchingFields{parentSourceIndex: sourceKey(src)}, client.DisableReadYourWritesConsistency); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{parentSourceIndex: sourceKey(src)}, client.DisableReadYourWritesConsistency, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing the routes naming a source", "kind", r.GVK.Kind, "source", src.String())
 		return nil
 	}
