@@ -294,22 +294,31 @@ func (r *Reconciler) routesOfListeners(ctx context.Context, o client.Object, mov
 		ctrl.LoggerFrom(ctx).Error(err, "Listing the fragments of a Gateway", "gateway", parent)
 		return nil
 	}
-	sources := rules.FromFragments(fragments.Items)
+	var sets []rules.Source
 	if r.ListenerSetControllers.Len() > 0 {
-		sets := &gwv1.ListenerSetList{}
-		if err := r.Client.List(ctx, sets, client.MatchingFields{manager.ParentIndex: parent.String()}, client.DisableReadYourWritesConsistency); err != nil {
+		list := &gwv1.ListenerSetList{}
+		if err := r.Client.List(ctx, list, client.MatchingFields{manager.ParentIndex: parent.String()}, client.DisableReadYourWritesConsistency); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Listing the ListenerSets of a Gateway", "gateway", parent)
 			return nil
 		}
-		sources = append(sources, rules.FromListenerSets(sets.Items)...)
+		sets = rules.FromListenerSets(list.Items)
 	}
 	var out []reconcile.Request
-	for i := range sources {
-		if moved == nil || slices.ContainsFunc(sources[i].Listeners, func(l gwv1.ListenerEntry) bool {
-			return moved.Has(rules.GatewayListenerName(sources[i].Ref(), l.Name))
+	add := func(src *rules.Source) {
+		if moved == nil || slices.ContainsFunc(src.Listeners, func(l gwv1.ListenerEntry) bool {
+			return moved.Has(rules.GatewayListenerName(src.Ref(), l.Name))
 		}) {
-			out = append(out, r.routesNaming(ctx, sources[i].Ref())...)
+			out = append(out, r.routesNaming(ctx, src.Ref())...)
 		}
+	}
+	// One source at a time: a pool's fragments as sources at once would be
+	// another copy of their metadata.
+	for i := range fragments.Items {
+		src := rules.FromFragment(&fragments.Items[i])
+		add(&src)
+	}
+	for i := range sets {
+		add(&sets[i])
 	}
 	return out
 }
