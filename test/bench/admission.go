@@ -69,14 +69,21 @@ const (
 // admissionFragment is fragment i of a run: one HTTP listener with a
 // hostname of its own on the run's Gateway.
 func admissionFragment(ns, run string, i int, gateway string) *v1alpha1.ListenerFragment {
-	return &v1alpha1.ListenerFragment{
+	return inFull(&v1alpha1.ListenerFragment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", run, i)},
 		Spec: v1alpha1.ListenerFragmentSpec{
 			ParentRef: gwv1.ParentGatewayReference{Name: gwv1.ObjectName(gateway)},
 			Listeners: []gwv1.ListenerEntry{{Name: "web", Port: 8080, Protocol: gwv1.HTTPProtocolType,
 				Hostname: ptr.To(gwv1.Hostname(fmt.Sprintf("%s-%d.example.com", run, i)))}},
 		},
-	}
+	})
+}
+
+// inFull returns lf as a route controller writes it: in full, so that
+// the defaulting webhook is not called for it (its matchConditions).
+func inFull(lf *v1alpha1.ListenerFragment) *v1alpha1.ListenerFragment {
+	webhook.DefaultFragment(lf)
+	return lf
 }
 
 // admission times fragment creates, each with its own hostname, first

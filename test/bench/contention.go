@@ -336,13 +336,13 @@ func gatewaysOf(s strategy, p Params) int {
 }
 
 func (fragments) add(ctx context.Context, c client.Client, ns string, r route, _ int, t *tally) error {
-	lf := &v1alpha1.ListenerFragment{
+	lf := inFull(&v1alpha1.ListenerFragment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name()},
 		Spec: v1alpha1.ListenerFragmentSpec{
 			ParentRef: gwv1.ParentGatewayReference{Name: gwv1.ObjectName(r.gateway)},
 			Listeners: []gwv1.ListenerEntry{r.entry()},
 		},
-	}
+	})
 	return t.send(func() error { return c.Create(ctx, lf) })
 }
 

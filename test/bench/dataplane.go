@@ -376,13 +376,13 @@ func dataplaneGateway(ns, name string, dp *dataplane.DataPlane) *gwv1.Gateway {
 }
 
 func dataplaneFragment(ns, name, gateway, host string, port gwv1.PortNumber) *v1alpha1.ListenerFragment {
-	return &v1alpha1.ListenerFragment{
+	return inFull(&v1alpha1.ListenerFragment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.ListenerFragmentSpec{
 			ParentRef: gwv1.ParentGatewayReference{Name: gwv1.ObjectName(gateway)},
 			Listeners: []gwv1.ListenerEntry{{Name: fragmentListener, Port: port, Protocol: gwv1.HTTPProtocolType, Hostname: ptr.To(gwv1.Hostname(host))}},
 		},
-	}
+	})
 }
 
 // dataplaneRoute is an HTTPRoute for host, on parent, to the echo backend.
