@@ -55,12 +55,13 @@ func cluster(t *testing.T, entries ...gwv1.RouteParentStatus) client.Client {
 	route := &unstructured.Unstructured{Object: m}
 	route.SetGroupVersionKind(httpRoute)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}
-	return fake.NewClientBuilder().WithScheme(withoutRoutes(t)).WithObjects(gc, gateway, lf, route, ns).WithStatusSubresource(route).
+	b := fake.NewClientBuilder().WithScheme(withoutRoutes(t)).WithObjects(gc, gateway, lf, route, ns).WithStatusSubresource(route).
 		WithIndex(route, derivedOwnerIndex, derivedOwner).WithIndex(route, parentSourceIndex, parentSources).
-		WithIndex(&gwv1.Gateway{}, manager.PoolIndex, manager.PoolHeadOf).
-		WithIndex(&v1alpha1.ListenerFragment{}, manager.ParentIndex, func(o client.Object) []string {
-			return []string{rules.ParentOf(o.(*v1alpha1.ListenerFragment)).String()}
-		}).Build()
+		WithIndex(&gwv1.Gateway{}, manager.PoolIndex, manager.PoolHeadOf)
+	if err := manager.IndexFragments(context.Background(), fixture.Indexer{B: b}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Build()
 }
 
 // withoutRoutes is a scheme without Gateway API route types: the fake
@@ -403,6 +404,47 @@ func TestGatewayUpdateQueuesRoutesItMoves(t *testing.T) {
 			reconciler(c, nil).gatewayHandler().Update(ctx, event.UpdateEvent{ObjectOld: old, ObjectNew: next}, q)
 			if q.Len() != tc.queued {
 				t.Errorf("%d routes queued, want %d", q.Len(), tc.queued)
+			}
+		})
+	}
+}
+
+// A sibling gatefold creates or deletes queues the routes of the sources
+// whose listeners it carries, not the pool's thousands.
+func TestSiblingQueuesOnlyTheRoutesOfItsListeners(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	head := &gwv1.Gateway{}
+	if err := c.Get(ctx, gw, head); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		listener gwv1.SectionName
+		queued   int
+	}{
+		"carrying the route's listener": {listener: v1alpha1.ListenerName("shop", "lf", "web"), queued: 1},
+		"carrying another source's":      {listener: v1alpha1.ListenerName("shop", "other", "web")},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			sibling := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: head.Namespace, Name: rules.SiblingName(head.Name, 2),
+				Labels:          map[string]string{v1alpha1.PoolLabel: rules.PoolLabelValue(head.Name)},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: head.Name, UID: head.UID, Controller: ptr.To(true)}}},
+				Spec: gwv1.GatewaySpec{Listeners: []gwv1.Listener{{Name: tc.listener, Port: 80, Protocol: gwv1.HTTPProtocolType}}}}
+			for _, send := range []func(workqueue.TypedRateLimitingInterface[reconcile.Request]){
+				func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+					reconciler(c, nil).gatewayHandler().Create(ctx, event.CreateEvent{Object: sibling}, q)
+				},
+				func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+					reconciler(c, nil).gatewayHandler().Delete(ctx, event.DeleteEvent{Object: sibling}, q)
+				},
+			} {
+				q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+				send(q)
+				if q.Len() != tc.queued {
+					t.Errorf("%d routes queued, want %d", q.Len(), tc.queued)
+				}
+				q.ShutDown()
 			}
 		})
 	}

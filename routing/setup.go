@@ -272,10 +272,16 @@ func listenerNames(gw *gwv1.Gateway) sets.Set[gwv1.SectionName] {
 	return out
 }
 
-// routesOfGateway maps a Gateway, or a Gateway of the pool it heads, to the
-// routes naming the sources whose parent it is: their listeners may have
-// moved.
+// routesOfGateway maps a Gateway that came or went to the routes naming
+// the sources whose listeners may have moved: of a parent, all its sources;
+// of a Gateway gatefold created beside one (a pool's sibling), those with a
+// listener on it, which a pool of thousands asks for at each of its
+// Gateways.
 func (r *Reconciler) routesOfGateway(ctx context.Context, o client.Object) []reconcile.Request {
+	gw := o.(*gwv1.Gateway)
+	if _, beside := rules.HeadOf(gw); beside {
+		return r.routesOfListeners(ctx, o, listenerNames(gw))
+	}
 	return r.routesOfListeners(ctx, o, nil)
 }
 
@@ -290,9 +296,21 @@ func (r *Reconciler) routesOfListeners(ctx context.Context, o client.Object, mov
 		parent = head
 	}
 	fragments := &v1alpha1.ListenerFragmentList{}
-	if err := r.Client.List(ctx, fragments, client.MatchingFields{manager.ParentIndex: parent.String()}, client.DisableReadYourWritesConsistency, client.UnsafeDisableDeepCopy); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the fragments of a Gateway", "gateway", parent)
-		return nil
+	lists := []client.MatchingFields{{manager.ParentIndex: parent.String()}}
+	if moved != nil {
+		// The fragments with a listener of those names, not the pool's.
+		lists = nil
+		for name := range moved {
+			lists = append(lists, client.MatchingFields{manager.AdmissionIndex: rules.NameKey(parent.String(), name)})
+		}
+	}
+	for _, fields := range lists {
+		list := &v1alpha1.ListenerFragmentList{}
+		if err := r.Client.List(ctx, list, fields, client.DisableReadYourWritesConsistency, client.UnsafeDisableDeepCopy); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing the fragments of a Gateway", "gateway", parent)
+			return nil
+		}
+		fragments.Items = append(fragments.Items, list.Items...)
 	}
 	var sets []rules.Source
 	if r.ListenerSetControllers.Len() > 0 {

@@ -48,7 +48,9 @@ func portGroupKey(gateway string, port gwv1.PortNumber, g Group) string {
 	return fmt.Sprintf("%s|p|%d|%s", gateway, port, g)
 }
 
-func nameKey(gateway string, name gwv1.SectionName) string {
+// NameKey is the AdmissionKeys key of the sources of Gateway gateway with a
+// listener that gets name on it.
+func NameKey(gateway string, name gwv1.SectionName) string {
 	return fmt.Sprintf("%s|n|%s", gateway, name)
 }
 
@@ -60,7 +62,7 @@ func AdmissionKeys(gateway string, src *Source) []string {
 	var keys []string
 	for _, l := range src.Listeners {
 		keys = append(keys, EntryKeys(gateway, EntryOf(l.Port, l.Protocol, l.Hostname))...)
-		keys = append(keys, nameKey(gateway, GatewayListenerName(ref, l.Name)))
+		keys = append(keys, NameKey(gateway, GatewayListenerName(ref, l.Name)))
 	}
 	return keys
 }
@@ -88,7 +90,7 @@ func RelatedSources(gw, listenerSets *gwv1.Gateway, entries []Entry, seeds []Sou
 		managed := ManagedListeners(g)
 		for _, l := range g.Spec.Listeners {
 			if !managed.Has(l.Name) {
-				keys = append(keys, nameKey(gateway, l.Name))
+				keys = append(keys, NameKey(gateway, l.Name))
 			}
 		}
 	}

@@ -66,13 +66,6 @@ type Store struct {
 	FailGet func(key client.ObjectKey, obj client.Object) error
 }
 
-type indexInto struct{ b *fake.ClientBuilder }
-
-func (i indexInto) IndexField(_ context.Context, obj client.Object, field string, f client.IndexerFunc) error {
-	i.b.WithIndex(obj, field, f)
-	return nil
-}
-
 // New returns a Store on a fake API server holding objs.
 func New(t *testing.T, objs ...client.Object) *Store {
 	t.Helper()
@@ -83,7 +76,7 @@ func New(t *testing.T, objs ...client.Object) *Store {
 		return lease || leases
 	}
 	b := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).WithGlobalResourceVersionCounter()
-	if err := manager.IndexFragments(context.Background(), indexInto{b}); err != nil {
+	if err := manager.IndexFragments(context.Background(), fixture.Indexer{B: b}); err != nil {
 		t.Fatal(err)
 	}
 	base := b.Build()
