@@ -13,6 +13,8 @@ import (
 type GoBenchmark struct {
 	Name    string  `json:"name"`
 	NsPerOp float64 `json:"nsPerOp"`
+	// CPUNsPerOp is the benchmark's own cpu-ns/op metric, 0 without one.
+	CPUNsPerOp float64 `json:"cpuNsPerOp,omitempty"`
 }
 
 // goBenchmarks runs the Go benchmarks next to the code: the validating
@@ -64,7 +66,15 @@ func parseGoBench(out string) ([]GoBenchmark, map[string]int, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("reading %q: %w", line, err)
 		}
-		results = append(results, GoBenchmark{Name: f[0], NsPerOp: ns})
+		g := GoBenchmark{Name: f[0], NsPerOp: ns}
+		for i := 4; i+1 < len(f); i += 2 {
+			if f[i+1] == "cpu-ns/op" {
+				if g.CPUNsPerOp, err = strconv.ParseFloat(f[i], 64); err != nil {
+					return nil, nil, fmt.Errorf("reading %q: %w", line, err)
+				}
+			}
+		}
+		results = append(results, g)
 		byPackage[pkg]++
 	}
 	return results, byPackage, nil

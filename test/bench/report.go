@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -156,6 +157,44 @@ func yes(ok bool) string {
 // met says whether a measure met its target: "yes", "**not met**", or "–"
 // when it could not be judged (a reference it is measured against did not
 // run).
+// maxPoolCPURatio is issue 25's target for admission's CPU per request on a
+// pool's head, the largest pool against the smallest.
+const maxPoolCPURatio = 1.2
+
+// poolCPU is BenchmarkValidateCreate's dry-run CPU per op on a pool's head
+// of pool fragments.
+type poolCPU struct {
+	pool string
+	cpu  float64
+}
+
+// poolAdmissionCPU returns the dry runs on the smallest and the largest
+// pool's head, by their fragment count; false without two of them.
+func poolAdmissionCPU(results []GoBenchmark) (small, large poolCPU, ok bool) {
+	var runs []poolCPU
+	for _, g := range results {
+		name := procs.ReplaceAllString(g.Name, "")
+		pool, found := strings.CutPrefix(name, "BenchmarkValidateCreate/pool=")
+		if n, dry := strings.CutSuffix(pool, "/dry-run"); found && dry && g.CPUNsPerOp > 0 {
+			runs = append(runs, poolCPU{pool: n, cpu: g.CPUNsPerOp})
+		}
+	}
+	if len(runs) < 2 {
+		return small, large, false
+	}
+	size := func(p poolCPU) int { n, _ := strconv.Atoi(p.pool); return n }
+	small, large = runs[0], runs[0]
+	for _, p := range runs[1:] {
+		if size(p) < size(small) {
+			small = p
+		}
+		if size(p) > size(large) {
+			large = p
+		}
+	}
+	return small, large, true
+}
+
 func met(ok, judged bool) string {
 	switch {
 	case !judged:
@@ -190,7 +229,7 @@ func (r *Report) markdown() string {
 		r.admissionMarkdown(&b)
 	}
 	if len(r.GoBench) > 0 {
-		b.WriteString("\n### Go benchmarks (`go test -bench`)\n\n| benchmark | time per op | vs the first of its group |\n|---|---|---|\n")
+		b.WriteString("\n### Go benchmarks (`go test -bench`)\n\n| benchmark | time per op | CPU per op | vs the first of its group |\n|---|---|---|---|\n")
 		first := map[string]float64{}
 		for _, g := range r.GoBench {
 			name := procs.ReplaceAllString(g.Name, "")
@@ -198,7 +237,15 @@ func (r *Report) markdown() string {
 			if _, ok := first[group]; !ok {
 				first[group] = g.NsPerOp
 			}
-			fmt.Fprintf(&b, "| %s | %.3f ms | %s |\n", name, g.NsPerOp/1e6, ratio(g.NsPerOp, first[group]))
+			cpu := "–"
+			if g.CPUNsPerOp > 0 {
+				cpu = fmt.Sprintf("%.3f ms", g.CPUNsPerOp/1e6)
+			}
+			fmt.Fprintf(&b, "| %s | %.3f ms | %s | %s |\n", name, g.NsPerOp/1e6, cpu, ratio(g.NsPerOp, first[group]))
+		}
+		if small, large, ok := poolAdmissionCPU(r.GoBench); ok {
+			fmt.Fprintf(&b, "\nAdmission CPU per request (dry run) on a pool's head of %s fragments against %s: %s (target ≤ %.1f×): %s\n",
+				large.pool, small.pool, ratio(large.cpu, small.cpu), maxPoolCPURatio, met(large.cpu <= maxPoolCPURatio*small.cpu, true))
 		}
 	}
 	if r.Scale != nil {

@@ -367,14 +367,14 @@ pkg: github.com/gatefold/gatefold/webhook
 PASS
 pkg: github.com/gatefold/gatefold/fold
 BenchmarkFold/fragments=63-2         	     100	   1660411 ns/op
-BenchmarkFold/fragments=1000-2       	       3	  17741197 ns/op
+BenchmarkFold/fragments=1000-2       	       3	  17741197 ns/op	   9000000 cpu-ns/op
 PASS
 `
 	results, byPackage, err := parseGoBench(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []GoBenchmark{{Name: "BenchmarkFold/fragments=63-2", NsPerOp: 1660411}, {Name: "BenchmarkFold/fragments=1000-2", NsPerOp: 17741197}}
+	want := []GoBenchmark{{Name: "BenchmarkFold/fragments=63-2", NsPerOp: 1660411}, {Name: "BenchmarkFold/fragments=1000-2", NsPerOp: 17741197, CPUNsPerOp: 9e6}}
 	if !reflect.DeepEqual(results, want) {
 		t.Errorf("results:\ngot  %+v\nwant %+v", results, want)
 	}
@@ -383,6 +383,34 @@ PASS
 	}
 	if got := byPackage[modulePath+"/fold"]; got != 2 {
 		t.Errorf("fold gave %d results, want 2", got)
+	}
+}
+
+func TestPoolAdmissionCPUJudgesTheLargestPoolAgainstTheSmallest(t *testing.T) {
+	dry := func(pool string, cpu float64) GoBenchmark {
+		return GoBenchmark{Name: "BenchmarkValidateCreate/pool=" + pool + "/dry-run-2", NsPerOp: 2 * cpu, CPUNsPerOp: cpu}
+	}
+	tests := map[string]struct {
+		results []GoBenchmark
+		want    string
+	}{
+		"flat":       {results: []GoBenchmark{dry("100", 30000), dry("10000", 32000), dry("50000", 33000)}, want: "head of 50000 fragments against 100: 1.10× (target ≤ 1.2×): yes"},
+		"grows":      {results: []GoBenchmark{dry("50000", 90000), dry("100", 30000)}, want: "head of 50000 fragments against 100: 3.00× (target ≤ 1.2×): **not met**"},
+		"one pool":   {results: []GoBenchmark{dry("100", 30000)}},
+		"no cpu":     {results: []GoBenchmark{{Name: "BenchmarkValidateCreate/pool=100/dry-run-2", NsPerOp: 1}, {Name: "BenchmarkValidateCreate/pool=50000/dry-run-2", NsPerOp: 9}}},
+		"not a pool": {results: []GoBenchmark{{Name: "BenchmarkValidateCreate/fragments=100/dry-run-2", NsPerOp: 1, CPUNsPerOp: 1}, dry("100", 1)}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			md := (&Report{GoBench: tc.results}).markdown()
+			got := ""
+			if _, line, ok := strings.Cut(md, "Admission CPU per request (dry run) on a pool's "); ok {
+				got, _, _ = strings.Cut(line, "\n")
+			}
+			if got != tc.want {
+				t.Errorf("The pool's CPU line = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 
