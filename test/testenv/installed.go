@@ -48,6 +48,10 @@ type Installed struct {
 	// Config impersonates the ServiceAccount: a manager built on it has
 	// exactly the rights the overlay grants.
 	Config *rest.Config
+	// Env is the environment the overlay's Deployment gives the manager
+	// container as literal values (GOMEMLIMIT), "NAME=value"; a replica
+	// started as a process gets it too.
+	Env []string
 
 	env *devenv.Env
 }
@@ -68,6 +72,7 @@ func Install(ctx context.Context, env *devenv.Env, overlay string) (*Installed, 
 	}
 	var objs []*unstructured.Unstructured
 	var sa *unstructured.Unstructured
+	var literals []string
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
 	for {
 		u := &unstructured.Unstructured{}
@@ -75,6 +80,11 @@ func Install(ctx context.Context, env *devenv.Env, overlay string) (*Installed, 
 			break
 		} else if err != nil {
 			return nil, fmt.Errorf("decoding config/%s: %w", overlay, err)
+		}
+		if u.GetKind() == "Deployment" {
+			if literals, err = managerEnv(u); err != nil {
+				return nil, fmt.Errorf("reading the Deployment of config/%s: %w", overlay, err)
+			}
 		}
 		if !rbacKinds[u.GetKind()] {
 			continue
@@ -105,6 +115,7 @@ func Install(ctx context.Context, env *devenv.Env, overlay string) (*Installed, 
 		Namespace: sa.GetNamespace(),
 		User:      "system:serviceaccount:" + sa.GetNamespace() + ":" + sa.GetName(),
 		Groups:    []string{"system:serviceaccounts", "system:serviceaccounts:" + sa.GetNamespace(), "system:authenticated"},
+		Env:       literals,
 		env:       env,
 	}
 	i.Config = rest.CopyConfig(env.Config)
@@ -151,4 +162,30 @@ func serverURL(raw, server string) (string, error) {
 	}
 	u.Host = server
 	return u.String(), nil
+}
+
+// managerEnv returns the literal environment of Deployment d's manager
+// container, "NAME=value".
+func managerEnv(d *unstructured.Unstructured) ([]string, error) {
+	containers, _, err := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, c := range containers {
+		c, ok := c.(map[string]any)
+		if !ok || c["name"] != "manager" {
+			continue
+		}
+		env, _, err := unstructured.NestedSlice(c, "env")
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range env {
+			if e, ok := e.(map[string]any); ok && e["valueFrom"] == nil {
+				out = append(out, fmt.Sprintf("%v=%v", e["name"], e["value"]))
+			}
+		}
+	}
+	return out, nil
 }

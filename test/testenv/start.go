@@ -313,7 +313,7 @@ func (r *Replica) startBinary(installed *Installed, g Gatefold, args []string) e
 		return err
 	}
 	r.Cmd = exec.Command(g.Binary, append([]string{"manager", "--kubeconfig", kubeconfig}, args...)...)
-	r.Cmd.Env = append(append(os.Environ(), "POD_NAME="+r.Name), g.Env...)
+	r.Cmd.Env = append(append(append(os.Environ(), "POD_NAME="+r.Name), installed.Env...), g.Env...)
 	r.Cmd.Stdout, r.Cmd.Stderr = log, log
 	r.Started = time.Now()
 	if err := r.Cmd.Start(); err != nil {
