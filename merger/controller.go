@@ -77,7 +77,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if wait := r.debounce.due(req); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	defer r.folding.hold()()
 	in, mode, err := r.read(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -7,12 +7,17 @@ import (
 )
 
 // Gateway writes go before status writes: both share the API server, and a
-// Gateway write of many listeners costs it far more than a status does. While
-// a fold of a Gateway is under way, from when its burst ends until its writes
-// return, the status writers wait for it, at most limit, so that a merger
-// that never runs out of folds still writes statuses.
+// Gateway write of many listeners costs it far more than a status does.
+// While a fold's Gateway writes are in flight the status writers wait for
+// them, each at most statusWaitLimit, so that statuses still flow while a
+// pool's Gateways are written back to back.
 
-// gate holds the status writers while Gateways are folded. The zero value
+// statusWaitLimit is the longest a status write waits for Gateway writes:
+// with 16 status workers, at least 16 statuses a second while they never
+// stop.
+const statusWaitLimit = time.Second
+
+// gate holds the status writers while Gateways are written. The zero value
 // holds nothing.
 type gate struct {
 	// limit is the longest a status write waits.
@@ -24,7 +29,8 @@ type gate struct {
 	open chan struct{}
 }
 
-// hold closes the gate for one fold, until the returned release is called.
+// hold closes the gate for one fold's writes, until the returned release
+// is called.
 func (g *gate) hold() (release func()) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -41,12 +41,13 @@ func TestGatewayApplyGoesBeforeWaitingStatus(t *testing.T) {
 		order = append(order, what)
 	}
 	applying, release := make(chan struct{}), make(chan struct{})
-	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(gw, lf, waiting, ns).
+	b := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(gw, lf, waiting, ns).
 		WithStatusSubresource(lf, waiting).
-		WithIndex(&gwv1.Gateway{}, manager.PoolIndex, manager.PoolHeadOf).
-		WithIndex(&v1alpha1.ListenerFragment{}, manager.ParentIndex, func(o client.Object) []string {
-			return []string{rules.ParentOf(o.(*v1alpha1.ListenerFragment)).String()}
-		}).Build(), interceptor.Funcs{
+		WithIndex(&gwv1.Gateway{}, manager.PoolIndex, manager.PoolHeadOf)
+	if err := manager.IndexFragments(context.Background(), fixture.Indexer{B: b}); err != nil {
+		t.Fatal(err)
+	}
+	c := interceptor.NewClient(b.Build(), interceptor.Funcs{
 		Apply: func(context.Context, client.WithWatch, runtime.ApplyConfiguration, ...client.ApplyOption) error {
 			close(applying)
 			<-release
@@ -108,9 +109,12 @@ func TestGateHoldsStatusesWhileFoldsLastAtMostItsLimit(t *testing.T) {
 					time.AfterFunc(tc.release, release)
 				}
 			}
+			// A wait that ignores its limit fails here rather than hangs.
+			ctx, cancel := context.WithTimeout(context.Background(), 3*limit)
+			defer cancel()
 			start := time.Now()
-			if err := g.wait(context.Background()); err != nil {
-				t.Fatal(err)
+			if err := g.wait(ctx); err != nil {
+				t.Fatalf("The status write waited past 3 times the limit: %v", err)
 			}
 			// A wait short of the limit ended with the folds.
 			if got := time.Since(start); got < tc.want || (tc.want < limit && got >= limit) {

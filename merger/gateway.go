@@ -52,7 +52,9 @@ func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *fol
 		if gw == nil || !gw.DeletionTimestamp.IsZero() || in.Head != nil {
 			return res, nil
 		}
+		release := r.folding.hold()
 		t, err := r.applyPool(ctx, in, res)
+		release()
 		if !refused(err) {
 			return res, err
 		}

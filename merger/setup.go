@@ -90,7 +90,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		ListenerSetControllers: opts.ListenerSetControllers,
 		Claims:                 opts.Claims,
 		debounce:               newDebouncer(opts.Debounce, opts.DebounceMax),
-		folding:                gate{limit: opts.DebounceMax},
+		folding:                gate{limit: statusWaitLimit},
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ListenerFragment{}, certificateNamespaceIndex, certificateNamespaces); err != nil {
 		return fmt.Errorf("indexing fragments by certificate namespace: %w", err)
