@@ -423,7 +423,7 @@ func TestSiblingQueuesOnlyTheRoutesOfItsListeners(t *testing.T) {
 		queued   int
 	}{
 		"carrying the route's listener": {listener: v1alpha1.ListenerName("shop", "lf", "web"), queued: 1},
-		"carrying another source's":      {listener: v1alpha1.ListenerName("shop", "other", "web")},
+		"carrying another source's":     {listener: v1alpha1.ListenerName("shop", "other", "web")},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

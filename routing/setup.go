@@ -233,9 +233,9 @@ func (r *Reconciler) routesOfSource(ctx context.Context, o client.Object) []reco
 
 // gatewayHandler queues the routes a Gateway's change may move: for a
 // Gateway created or deleted, or whose class, pool or deletion changed,
-// those naming the sources whose parent it is or heads (routesOfGateway);
-// for another update, those naming the sources whose generated listener
-// names came or went on it.
+// those routesOfGateway gives (of a pool's sibling, the sources with a
+// listener on it); for another update, those naming the sources whose
+// generated listener names came or went on it.
 func (r *Reconciler) gatewayHandler() handler.EventHandler {
 	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request) {
 		for _, req := range reqs {
@@ -304,13 +304,20 @@ func (r *Reconciler) routesOfListeners(ctx context.Context, o client.Object, mov
 			lists = append(lists, client.MatchingFields{manager.AdmissionIndex: rules.NameKey(parent.String(), name)})
 		}
 	}
+	found := sets.New[types.NamespacedName]()
 	for _, fields := range lists {
 		list := &v1alpha1.ListenerFragmentList{}
 		if err := r.Client.List(ctx, list, fields, client.DisableReadYourWritesConsistency, client.UnsafeDisableDeepCopy); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Listing the fragments of a Gateway", "gateway", parent)
 			return nil
 		}
-		fragments.Items = append(fragments.Items, list.Items...)
+		for _, lf := range list.Items {
+			// Found once per moved listener name it has.
+			if key := client.ObjectKeyFromObject(&lf); !found.Has(key) {
+				found.Insert(key)
+				fragments.Items = append(fragments.Items, lf)
+			}
+		}
 	}
 	var sets []rules.Source
 	if r.ListenerSetControllers.Len() > 0 {

@@ -250,7 +250,7 @@ func (v *fragmentValidator) sourcesFor(ctx context.Context, view *claims.View, g
 	return rules.RelatedSources(gw, lsGateway, entries, seeds, func(key string) ([]rules.Source, error) {
 		list := &v1alpha1.ListenerFragmentList{}
 		if err := v.cache.List(ctx, list, client.MatchingFields{manager.AdmissionIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("listing the ListenerFragments of Gateway %s under %s: %w", klog.KObj(gw), key, err)
+			return nil, fmt.Errorf("listing the ListenerFragments of Gateway %s that may conflict with the request: %w", klog.KObj(gw), err)
 		}
 		return view.Placed(ctx, gw, rules.FromFragments(list.Items))
 	})

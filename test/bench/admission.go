@@ -82,7 +82,9 @@ func admissionFragment(ns, run string, i int, gateway string) *v1alpha1.Listener
 // inFull returns lf as a route controller writes it: in full, so that
 // the defaulting webhook is not called for it (its matchConditions).
 func inFull(lf *v1alpha1.ListenerFragment) *v1alpha1.ListenerFragment {
-	webhook.DefaultFragment(lf)
+	if errs := webhook.DefaultFragment(lf); len(errs) > 0 {
+		panic(fmt.Sprintf("the bench's fragment %s/%s is invalid: %v", lf.Namespace, lf.Name, errs.ToAggregate()))
+	}
 	return lf
 }
 
