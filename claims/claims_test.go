@@ -291,10 +291,19 @@ func TestCollectorLabelsClaimsAnEarlierVersionWrote(t *testing.T) {
 	if err := s.C.Update(context.Background(), l); err != nil {
 		t.Fatal(err)
 	}
+	// The merger reads claims by the label, and admission reserves as it.
 	onGateway := func() int {
+		s.Watch.Settle(t)
 		on, err := s.Claims.HoldersNow(context.Background(), shared)
 		if err != nil {
 			t.Fatal(err)
+		}
+		reserved, err := s.Claims.Holders(shared, []rules.Tuple{rules.EntryOf(appHTTPS.Port, appHTTPS.Protocol, appHTTPS.Hostname).Tuple()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(reserved) != len(on) {
+			t.Errorf("Admission reserves %d claims, the merger reads %d", len(reserved), len(on))
 		}
 		return len(on)
 	}
@@ -314,5 +323,39 @@ func TestCollectorLabelsClaimsAnEarlierVersionWrote(t *testing.T) {
 	s.Collect()
 	if got := writes(s.Took()); len(got) != 0 {
 		t.Errorf("The next round wrote %q", got)
+	}
+}
+
+// A request meets the claims of every listener it conflicts with: of its
+// tuple, and of a group that cannot share its port, whatever the hostname.
+func TestCheckMeetsClaimsOfItsTupleAndOfExcludingGroups(t *testing.T) {
+	tests := map[string]struct {
+		held, asked gwv1.ListenerEntry
+		want        gwv1.ListenerConditionReason // "" for no conflict
+	}{
+		"TCP against HTTP on its port":      {held: entry("web", 7000, gwv1.HTTPProtocolType, "a.example.com"), asked: entry("db", 7000, gwv1.TCPProtocolType, ""), want: gwv1.ListenerReasonProtocolConflict},
+		"HTTPS against HTTP on its port":    {held: entry("web", 7000, gwv1.HTTPProtocolType, "a.example.com"), asked: entry("tls", 7000, gwv1.HTTPSProtocolType, "b.example.com"), want: gwv1.ListenerReasonProtocolConflict},
+		"TLS against HTTPS of one hostname": {held: entry("web", 443, gwv1.HTTPSProtocolType, "a.example.com"), asked: entry("tls", 443, gwv1.TLSProtocolType, "a.example.com"), want: gwv1.ListenerReasonHostnameConflict},
+		"HTTP of another hostname":          {held: entry("web", 7000, gwv1.HTTPProtocolType, "a.example.com"), asked: entry("web", 7000, gwv1.HTTPProtocolType, "b.example.com")},
+		"UDP beside HTTPS":                  {held: entry("web", 443, gwv1.HTTPSProtocolType, "a.example.com"), asked: entry("quic", 443, gwv1.UDPProtocolType, "")},
+		"TCP on another port":               {held: entry("web", 7000, gwv1.HTTPProtocolType, "a.example.com"), asked: entry("db", 7001, gwv1.TCPProtocolType, "")},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := newStore(t, tenants(gateway("infra", "shared", gwv1.NamespacesFromAll))...)
+			s.mustCreate(onShared("shop", "held", 1, tc.held))
+			s.Watch.Settle(t)
+			_, conflicts, err := s.Claims.Check(context.Background(), claims.NewRequest(onShared("blog", "asked", 2, tc.asked), true, nil), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got gwv1.ListenerConditionReason
+			if conflicts != nil && conflicts[0] != nil {
+				got = conflicts[0].Reason
+			}
+			if got != tc.want {
+				t.Errorf("Conflict = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

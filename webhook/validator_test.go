@@ -41,6 +41,16 @@ func deleting(lf *v1alpha1.ListenerFragment) *v1alpha1.ListenerFragment {
 }
 
 func TestAdmissionChecksStoredFragmentsThatHoldNoClaim(t *testing.T) {
+	t.Run("Gateway", func(t *testing.T) { checksStoredFragmentsThatHoldNoClaim(t, selectorGateway()) })
+	pool := selectorGateway()
+	pool.Annotations = map[string]string{v1alpha1.PoolAnnotation: "true"}
+	t.Run("pool's head", func(t *testing.T) { checksStoredFragmentsThatHoldNoClaim(t, pool) })
+}
+
+// checksStoredFragmentsThatHoldNoClaim is
+// TestAdmissionChecksStoredFragmentsThatHoldNoClaim on Gateway gw: a pool's
+// head reads only what a request can meet (rules.RelatedSources).
+func checksStoredFragmentsThatHoldNoClaim(t *testing.T, gw *gwv1.Gateway) {
 	host := func(h string) gwv1.ListenerEntry { return entry("https", 443, gwv1.HTTPSProtocolType, h) }
 	// Stored while the Gateway did not exist, while their namespace had
 	// opted out, or before gatefold was installed: none holds a claim.
@@ -48,7 +58,7 @@ func TestAdmissionChecksStoredFragmentsThatHoldNoClaim(t *testing.T) {
 		namespace("infra", nil), namespace(claimsNS, nil),
 		namespace("shop", tenant), namespace("blog", tenant), namespace("outside", nil),
 		namespace("quiet", map[string]string{"tenant": "yes", AdmissionLabel: AdmissionDisabled}),
-		selectorGateway(),
+		gw,
 		onShared("blog", "a-first", 1, host("first.example.com")),
 		onShared("quiet", "repair", 1, host("quiet.example.com")),
 		onShared("outside", "not-admitted", 1, host("outside.example.com")),
