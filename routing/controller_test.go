@@ -3,6 +3,7 @@ package routing
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -402,6 +403,40 @@ func TestGatewayUpdateQueuesRoutesItMoves(t *testing.T) {
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			defer q.ShutDown()
 			reconciler(c, nil).gatewayHandler().Update(ctx, event.UpdateEvent{ObjectOld: old, ObjectNew: next}, q)
+			if q.Len() != tc.queued {
+				t.Errorf("%d routes queued, want %d", q.Len(), tc.queued)
+			}
+		})
+	}
+}
+
+// A parent that came or went queues the routes naming its sources, read
+// from the side with fewer: here its routes, not its fragments.
+func TestParentQueuesTheRoutesNamingItsSources(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	head := &gwv1.Gateway{}
+	if err := c.Get(ctx, gw, head); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := c.Create(ctx, fixture.Fragment("shop", fmt.Sprintf("more-%d", i), head, fixture.Entry("web", 80, gwv1.HTTPProtocolType, fmt.Sprintf("m%d.example.com", i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := head.DeepCopy()
+	other.Name, other.ResourceVersion = "other", ""
+	for name, tc := range map[string]struct {
+		gw     *gwv1.Gateway
+		queued int
+	}{
+		"the parent of the route's fragment": {gw: head, queued: 1},
+		"another Gateway":                    {gw: other},
+	} {
+		t.Run(name, func(t *testing.T) {
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			reconciler(c, nil).gatewayHandler().Create(ctx, event.CreateEvent{Object: tc.gw}, q)
 			if q.Len() != tc.queued {
 				t.Errorf("%d routes queued, want %d", q.Len(), tc.queued)
 			}

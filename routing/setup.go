@@ -94,7 +94,12 @@ func derivedOwner(o client.Object) []string {
 	return nil
 }
 
-// parentSources is the parentSourceIndex of a route.
+// anySource is the parentSourceIndex key of every route that names a
+// source.
+const anySource = "*"
+
+// parentSources is the parentSourceIndex of a route: sourceKey of each
+// source it names, and anySource.
 func parentSources(o client.Object) []string {
 	spec, err := specOf(o.(*unstructured.Unstructured))
 	if err != nil {
@@ -103,7 +108,7 @@ func parentSources(o client.Object) []string {
 	keys := sets.New[string]()
 	for _, ref := range spec.ParentRefs {
 		if src, ok := rules.RouteParent(o.GetNamespace(), ref); ok {
-			keys.Insert(sourceKey(src))
+			keys.Insert(sourceKey(src), anySource)
 		}
 	}
 	return sets.List(keys)
@@ -328,6 +333,17 @@ func (r *Reconciler) routesOfListeners(ctx context.Context, o client.Object, mov
 		}
 		sets = rules.FromListenerSets(list.Items)
 	}
+	if moved == nil {
+		// From the side with fewer: a pool of thousands that few routes name.
+		routes := r.newRouteList()
+		if err := r.Client.List(ctx, routes, client.MatchingFields{parentSourceIndex: anySource}, client.DisableReadYourWritesConsistency, client.UnsafeDisableDeepCopy); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing the routes naming a source", "kind", r.GVK.Kind)
+			return nil
+		}
+		if len(routes.Items) < len(fragments.Items)+len(sets) {
+			return r.routesOfParent(ctx, routes, parent)
+		}
+	}
 	var out []reconcile.Request
 	add := func(src *rules.Source) {
 		if moved == nil || slices.ContainsFunc(src.Listeners, func(l gwv1.ListenerEntry) bool {
@@ -392,4 +408,55 @@ func (r *Reconciler) routesNaming(ctx context.Context, src rules.SourceRef) []re
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 	}
 	return out
+}
+
+// routesOfParent returns, of routes (those naming a source), the ones
+// naming a source whose parent is Gateway parent.
+func (r *Reconciler) routesOfParent(ctx context.Context, routes *unstructured.UnstructuredList, parent types.NamespacedName) []reconcile.Request {
+	var out []reconcile.Request
+	for i := range routes.Items {
+		route := &routes.Items[i]
+		spec, err := specOf(route)
+		if err != nil {
+			continue
+		}
+		for _, ref := range spec.ParentRefs {
+			src, ok := rules.RouteParent(route.GetNamespace(), ref)
+			if !ok {
+				continue
+			}
+			if of, err := r.parentOf(ctx, src); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "Reading a source a route names", "source", src.String())
+			} else if of == parent {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(route)})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// parentOf returns the Gateway source ref names as parent; empty when it
+// is gone or of another kind.
+func (r *Reconciler) parentOf(ctx context.Context, ref rules.SourceRef) (types.NamespacedName, error) {
+	var obj client.Object
+	switch ref.Kind {
+	case rules.KindListenerFragment:
+		obj = &v1alpha1.ListenerFragment{}
+	case rules.KindListenerSet:
+		if r.ListenerSetControllers.Len() == 0 {
+			return types.NamespacedName{}, nil
+		}
+		obj = &gwv1.ListenerSet{}
+	default:
+		return types.NamespacedName{}, nil
+	}
+	if err := r.Client.Get(ctx, ref.NamespacedName, obj); err != nil {
+		return types.NamespacedName{}, client.IgnoreNotFound(err)
+	}
+	src := sourceOf(obj)
+	if !rules.SelectsGateway(src.ParentRef) {
+		return types.NamespacedName{}, nil
+	}
+	return src.Parent(), nil
 }
