@@ -52,9 +52,7 @@ func (r *Reconciler) fold(ctx context.Context, key types.NamespacedName, in *fol
 		if gw == nil || !gw.DeletionTimestamp.IsZero() || in.Head != nil {
 			return res, nil
 		}
-		release := r.folding.hold()
-		t, err := r.applyPool(ctx, in, res)
-		release()
+		t, err := r.applyHeld(ctx, in, res)
 		if !refused(err) {
 			return res, err
 		}
@@ -251,6 +249,12 @@ func (r *Reconciler) bisect(ctx context.Context, t target, res fold.Result) (map
 		}
 	}
 	return blamed, nil
+}
+
+// applyHeld is applyPool with the status writers held (gate) meanwhile.
+func (r *Reconciler) applyHeld(ctx context.Context, in *fold.Input, res fold.Result) (target, error) {
+	defer r.folding.hold()()
+	return r.applyPool(ctx, in, res)
 }
 
 // applyPool writes the fold to every Gateway of the pool whose listeners

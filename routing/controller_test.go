@@ -24,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -411,7 +412,8 @@ func TestGatewayUpdateQueuesRoutesItMoves(t *testing.T) {
 }
 
 // A parent that came or went queues the routes naming its sources, read
-// from the side with fewer: here its routes, not its fragments.
+// from the side with fewer: of a parent of hundreds of fragments that one
+// route names, its routes, not a lookup per fragment.
 func TestParentQueuesTheRoutesNamingItsSources(t *testing.T) {
 	c := cluster(t)
 	ctx := context.Background()
@@ -419,13 +421,16 @@ func TestParentQueuesTheRoutesNamingItsSources(t *testing.T) {
 	if err := c.Get(ctx, gw, head); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
-		if err := c.Create(ctx, fixture.Fragment("shop", fmt.Sprintf("more-%d", i), head, fixture.Entry("web", 80, gwv1.HTTPProtocolType, fmt.Sprintf("m%d.example.com", i)))); err != nil {
-			t.Fatal(err)
-		}
-	}
 	other := head.DeepCopy()
 	other.Name, other.ResourceVersion = "other", ""
+	for _, g := range []*gwv1.Gateway{head, other} {
+		for i := range manySources + 1 {
+			lf := fixture.Fragment("shop", fmt.Sprintf("%s-%d", g.Name, i), g, fixture.Entry("web", 80, gwv1.HTTPProtocolType, fmt.Sprintf("m%d.example.com", i)))
+			if err := c.Create(ctx, lf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	for name, tc := range map[string]struct {
 		gw     *gwv1.Gateway
 		queued int
@@ -434,11 +439,22 @@ func TestParentQueuesTheRoutesNamingItsSources(t *testing.T) {
 		"another Gateway":                    {gw: other},
 	} {
 		t.Run(name, func(t *testing.T) {
+			lists := 0
+			counted := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+				List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+					lists++
+					return c.List(ctx, list, opts...)
+				},
+			})
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			defer q.ShutDown()
-			reconciler(c, nil).gatewayHandler().Create(ctx, event.CreateEvent{Object: tc.gw}, q)
+			reconciler(counted, nil).gatewayHandler().Create(ctx, event.CreateEvent{Object: tc.gw}, q)
 			if q.Len() != tc.queued {
 				t.Errorf("%d routes queued, want %d", q.Len(), tc.queued)
+			}
+			// The parent's fragments, then the routes naming a source.
+			if lists != 2 {
+				t.Errorf("%d lists, want 2: the routes' side, not one per fragment", lists)
 			}
 		})
 	}

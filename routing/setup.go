@@ -98,6 +98,11 @@ func derivedOwner(o client.Object) []string {
 // source.
 const anySource = "*"
 
+// manySources is how many sources a parent has before its routes are looked
+// up from the routes' side, and routeCost how many sources' index lookups a
+// route's decoding and reads cost.
+const manySources, routeCost = 256, 10
+
 // parentSources is the parentSourceIndex of a route: sourceKey of each
 // source it names, and anySource.
 func parentSources(o client.Object) []string {
@@ -333,15 +338,14 @@ func (r *Reconciler) routesOfListeners(ctx context.Context, o client.Object, mov
 		}
 		sets = rules.FromListenerSets(list.Items)
 	}
-	if moved == nil {
-		// From the side with fewer: a pool of thousands that few routes name.
+	if moved == nil && len(fragments.Items)+len(sets) > manySources {
+		// A pool of thousands that few routes name: from the routes' side.
 		routes := r.newRouteList()
-		if err := r.Client.List(ctx, routes, client.MatchingFields{parentSourceIndex: anySource}, client.DisableReadYourWritesConsistency, client.UnsafeDisableDeepCopy); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Listing the routes naming a source", "kind", r.GVK.Kind)
-			return nil
-		}
-		if len(routes.Items) < len(fragments.Items)+len(sets) {
-			return r.routesOfParent(ctx, routes, parent)
+		err := r.Client.List(ctx, routes, client.MatchingFields{parentSourceIndex: anySource}, client.DisableReadYourWritesConsistency, client.UnsafeDisableDeepCopy)
+		if err == nil && routeCost*len(routes.Items) < len(fragments.Items)+len(sets) {
+			if out, err := r.routesOfParent(ctx, routes, parent); err == nil {
+				return out
+			}
 		}
 	}
 	var out []reconcile.Request
@@ -411,8 +415,9 @@ func (r *Reconciler) routesNaming(ctx context.Context, src rules.SourceRef) []re
 }
 
 // routesOfParent returns, of routes (those naming a source), the ones
-// naming a source whose parent is Gateway parent.
-func (r *Reconciler) routesOfParent(ctx context.Context, routes *unstructured.UnstructuredList, parent types.NamespacedName) []reconcile.Request {
+// naming a source whose parent is Gateway parent; an error when a source
+// could not be read.
+func (r *Reconciler) routesOfParent(ctx context.Context, routes *unstructured.UnstructuredList, parent types.NamespacedName) ([]reconcile.Request, error) {
 	var out []reconcile.Request
 	for i := range routes.Items {
 		route := &routes.Items[i]
@@ -425,38 +430,41 @@ func (r *Reconciler) routesOfParent(ctx context.Context, routes *unstructured.Un
 			if !ok {
 				continue
 			}
-			if of, err := r.parentOf(ctx, src); err != nil {
-				ctrl.LoggerFrom(ctx).Error(err, "Reading a source a route names", "source", src.String())
-			} else if of == parent {
+			of, err := r.parentOf(ctx, src)
+			if err != nil {
+				return nil, err
+			}
+			if of == parent {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(route)})
 				break
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
-// parentOf returns the Gateway source ref names as parent; empty when it
-// is gone or of another kind.
+// parentOf returns the Gateway source ref names as parent, read from the
+// cache without a copy; empty when it is gone or names no Gateway.
 func (r *Reconciler) parentOf(ctx context.Context, ref rules.SourceRef) (types.NamespacedName, error) {
-	var obj client.Object
+	opts := []client.GetOption{client.DisableReadYourWritesConsistency, client.UnsafeDisableDeepCopy}
 	switch ref.Kind {
 	case rules.KindListenerFragment:
-		obj = &v1alpha1.ListenerFragment{}
+		lf := &v1alpha1.ListenerFragment{}
+		if err := r.Client.Get(ctx, ref.NamespacedName, lf, opts...); err != nil {
+			return types.NamespacedName{}, client.IgnoreNotFound(err)
+		}
+		return rules.ParentOf(lf), nil
 	case rules.KindListenerSet:
+		ls := &gwv1.ListenerSet{}
 		if r.ListenerSetControllers.Len() == 0 {
 			return types.NamespacedName{}, nil
 		}
-		obj = &gwv1.ListenerSet{}
-	default:
-		return types.NamespacedName{}, nil
+		if err := r.Client.Get(ctx, ref.NamespacedName, ls, opts...); err != nil {
+			return types.NamespacedName{}, client.IgnoreNotFound(err)
+		}
+		if parent, ok := rules.ListenerSetParent(ls); ok {
+			return parent, nil
+		}
 	}
-	if err := r.Client.Get(ctx, ref.NamespacedName, obj); err != nil {
-		return types.NamespacedName{}, client.IgnoreNotFound(err)
-	}
-	src := sourceOf(obj)
-	if !rules.SelectsGateway(src.ParentRef) {
-		return types.NamespacedName{}, nil
-	}
-	return src.Parent(), nil
+	return types.NamespacedName{}, nil
 }
