@@ -80,6 +80,13 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "Installing gatefold's RBAC: %v\n", err)
 		return 1
 	}
+	// Taken before the replicas start, whose servers would otherwise be
+	// free to bind the port the API server calls the webhooks on.
+	ln, err := net.Listen("tcp", fmt.Sprintf("%s:%d", env.WebhookHost(), env.WebhookPort()))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "Starting the load balancer: %v\n", err)
+		return 1
+	}
 	webhooks, err := testenv.Start(ctx, env, webhookReplicas(replicas))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "Starting the webhook replicas: %v\n", err)
@@ -94,7 +101,7 @@ func run(m *testing.M) int {
 		addrs[i] = r.WebhookAddr
 		caches = append(caches, r.Manager.GetCache())
 	}
-	if err := roundRobin(ctx, fmt.Sprintf("%s:%d", env.WebhookHost(), env.WebhookPort()), addrs); err != nil {
+	if err := roundRobin(ctx, ln, addrs); err != nil {
 		fmt.Fprintf(os.Stderr, "Starting the load balancer: %v\n", err)
 		return 1
 	}
@@ -146,11 +153,11 @@ func (t *turns) take(path string) int {
 	return i
 }
 
-// roundRobin serves addr over TLS with the certificate the API server trusts
+// roundRobin serves ln over TLS with the certificate the API server trusts
 // and sends each admission request to the replica whose turn it is on that
 // webhook's path, so concurrent requests land on both even though the API
 // server reuses one connection, and sequential ones alternate.
-func roundRobin(ctx context.Context, addr string, replicaAddrs [replicas]string) error {
+func roundRobin(ctx context.Context, ln net.Listener, replicaAddrs [replicas]string) error {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(env.Environment.WebhookInstallOptions.LocalServingCAData) {
 		return fmt.Errorf("no CA for the webhook certificate")
@@ -168,10 +175,6 @@ func roundRobin(ctx context.Context, addr string, replicaAddrs [replicas]string)
 			r.SetURL(&url.URL{Scheme: "https", Host: replicaAddrs[i]})
 		},
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
 	}
 	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
 	go func() { <-ctx.Done(); _ = srv.Close() }()
