@@ -136,18 +136,20 @@ func checkFragmentAdmission(t *testing.T, c client.Client) *gwv1.Gateway {
 // probeAdmission sends, every 200ms until done is true, a dry-run create of
 // a new fragment on gw (checkFragmentAdmission's), which the webhooks must
 // admit, and a dry-run duplicate, which they must deny, and returns how many
-// creates it sent and how many did not get their answer.
+// creates it sent and how many did not get their answer. Their hostnames
+// are upper-case, so that defaulting acts on them and each create calls
+// both webhooks (their matchConditions skip defaulting otherwise).
 func probeAdmission(t *testing.T, c client.Client, gw *gwv1.Gateway, done func() bool) (requests, failures int) {
 	t.Helper()
 	ctx := context.Background()
 	for i := 0; !done(); i++ {
-		lf := fixture.Fragment("shop", fmt.Sprintf("probe-%d", i), gw, fixture.HTTPS("web", fmt.Sprintf("probe-%d.example.com", i)))
+		lf := fixture.Fragment("shop", fmt.Sprintf("probe-%d", i), gw, fixture.HTTPS("web", fmt.Sprintf("Probe-%d.Example.com", i)))
 		requests += 2
 		if err := c.Create(ctx, lf, client.DryRunAll); err != nil {
 			failures++
 			t.Errorf("A dry-run create was not admitted: %v", err)
 		}
-		dup := fixture.Fragment("shop", fmt.Sprintf("dup-%d", i), gw, fixture.HTTPS("web", "app.example.com"))
+		dup := fixture.Fragment("shop", fmt.Sprintf("dup-%d", i), gw, fixture.HTTPS("web", "App.Example.com"))
 		if err := c.Create(ctx, dup, client.DryRunAll); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "Duplicate value") {
 			failures++
 			t.Errorf("A dry-run duplicate was not denied as invalid: %v", err)
