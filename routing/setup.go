@@ -106,17 +106,27 @@ const manySources, routeCost = 256, 10
 // parentSources is the parentSourceIndex of a route: sourceKey of each
 // source it names, and anySource.
 func parentSources(o client.Object) []string {
-	spec, err := specOf(o.(*unstructured.Unstructured))
+	keys := sets.New[string]()
+	for _, src := range namedSources(o.(*unstructured.Unstructured)) {
+		keys.Insert(sourceKey(src), anySource)
+	}
+	return sets.List(keys)
+}
+
+// namedSources returns the sources route's parentRefs name, in their order;
+// none when its spec cannot be read.
+func namedSources(route *unstructured.Unstructured) []rules.SourceRef {
+	spec, err := specOf(route)
 	if err != nil {
 		return nil
 	}
-	keys := sets.New[string]()
+	var out []rules.SourceRef
 	for _, ref := range spec.ParentRefs {
-		if src, ok := rules.RouteParent(o.GetNamespace(), ref); ok {
-			keys.Insert(sourceKey(src), anySource)
+		if src, ok := rules.RouteParent(route.GetNamespace(), ref); ok {
+			out = append(out, src)
 		}
 	}
-	return sets.List(keys)
+	return out
 }
 
 // Setup registers a routing controller per kind of Kinds the API server
@@ -421,15 +431,7 @@ func (r *Reconciler) routesOfParent(ctx context.Context, routes *unstructured.Un
 	var out []reconcile.Request
 	for i := range routes.Items {
 		route := &routes.Items[i]
-		spec, err := specOf(route)
-		if err != nil {
-			continue
-		}
-		for _, ref := range spec.ParentRefs {
-			src, ok := rules.RouteParent(route.GetNamespace(), ref)
-			if !ok {
-				continue
-			}
+		for _, src := range namedSources(route) {
 			of, err := r.parentOf(ctx, src)
 			if err != nil {
 				return nil, err
