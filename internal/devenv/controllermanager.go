@@ -21,9 +21,10 @@ import (
 )
 
 // controllers are the kube-controller-manager controllers that delete what a
-// real cluster deletes: a namespace's content with it, and dependents with
-// their controller owner. The others need nodes, a cloud or signing keys.
-var controllers = []string{"namespace-controller", "garbage-collector-controller"}
+// real cluster deletes (a namespace's content with it, and dependents with
+// their controller owner) and that fill the aggregated ClusterRoles admin,
+// edit and view. The others need nodes, a cloud or signing keys.
+var controllers = []string{"namespace-controller", "garbage-collector-controller", "clusterrole-aggregation-controller"}
 
 // controllerManager is kube-controller-manager running beside the API server.
 type controllerManager struct {
