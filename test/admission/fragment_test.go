@@ -405,9 +405,7 @@ func TestTenantsCannotWriteClaims(t *testing.T) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "tenant-admin"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "tenant"}},
 	})
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "tenant"}
-	tenant, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	tenant, err := testenv.ClientAs(env, "tenant")
 	if err != nil {
 		t.Fatal(err)
 	}

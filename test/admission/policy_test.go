@@ -13,11 +13,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gatefold/gatefold/api/scheme"
 	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/test/testenv"
 	"github.com/gatefold/gatefold/webhook"
@@ -76,9 +74,7 @@ func TestOnlyClusterAdminsMaySetTheAdmissionLabel(t *testing.T) {
 	}
 	mustCreate(t, binding)
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, binding); _ = env.Client.Delete(ctx, role) })
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "shop-owner", Groups: []string{"tenants", "system:authenticated"}}
-	tenant, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	tenant, err := testenv.ClientAs(env, "shop-owner", "tenants")
 	if err != nil {
 		t.Fatal(err)
 	}

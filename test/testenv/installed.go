@@ -189,3 +189,16 @@ func managerEnv(d *unstructured.Unstructured) ([]string, error) {
 	}
 	return out, nil
 }
+
+// ClientAs is a client of env's API server that impersonates user in
+// groups (the API server adds system:authenticated): it has exactly the
+// rights RBAC gives them.
+func ClientAs(env *devenv.Env, user string, groups ...string) (client.Client, error) {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		return nil, fmt.Errorf("creating a client as %s: %w", user, err)
+	}
+	return c, nil
+}
