@@ -213,12 +213,8 @@ func TestInstallImageFollowsIMG(t *testing.T) {
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("make %v: %v\n%s", args, err, out)
 			}
-			out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", dir).Output()
-			if err != nil {
-				t.Fatalf("kubectl kustomize %s: %v", dir, err)
-			}
 			var images []string
-			for _, d := range decodeDeployments(t, out) {
+			for _, d := range decodeRendered[appsv1.Deployment](t, render(t, assets, dir), "Deployment") {
 				for _, c := range d.Spec.Template.Spec.Containers {
 					images = append(images, c.Image)
 					// A :latest image defaults to Always, and a locally
@@ -253,25 +249,36 @@ func makeEnv() []string {
 	})
 }
 
-func decodeDeployments(t *testing.T, manifests []byte) []appsv1.Deployment {
+// render renders the kustomization in dir with kubectl kustomize.
+func render(t *testing.T, assets, dir string) []byte {
 	t.Helper()
-	var ds []appsv1.Deployment
+	out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", dir).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v", dir, err)
+	}
+	return out
+}
+
+// decodeRendered decodes the objects of kind in rendered manifests as T.
+func decodeRendered[T any](t *testing.T, manifests []byte, kind string) []T {
+	t.Helper()
+	var objs []T
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
 	for {
 		var u unstructured.Unstructured
 		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			return ds
+			return objs
 		} else if err != nil {
 			t.Fatalf("Decoding the rendered overlay: %v", err)
 		}
-		if u.GetKind() != "Deployment" {
+		if u.GetKind() != kind {
 			continue
 		}
-		var d appsv1.Deployment
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &d); err != nil {
-			t.Fatalf("Decoding Deployment %s: %v", u.GetName(), err)
+		var obj T
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &obj); err != nil {
+			t.Fatalf("Decoding %s %s: %v", kind, u.GetName(), err)
 		}
-		ds = append(ds, d)
+		objs = append(objs, obj)
 	}
 }
 
