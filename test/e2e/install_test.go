@@ -491,4 +491,15 @@ func TestUndeployLeavesNothingBehind(t *testing.T) {
 			t.Errorf("make undeploy took the user's %T shop/deals: %v", obj, err)
 		}
 	}
+	// The tenant roles went with the overlay, and their rules with them.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		for _, name := range []string{"admin", "edit", "view"} {
+			role := &rbacv1.ClusterRole{}
+			get(t, c, client.ObjectKey{Name: name}, role)
+			if grants(role.Rules, []string{"get"}) {
+				return fmt.Errorf("after make undeploy ClusterRole %s still grants listenerfragments: %+v", name, role.Rules)
+			}
+		}
+		return nil
+	})
 }
