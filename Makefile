@@ -4,6 +4,10 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 
 GO ?= go
+# gatefold needs Go 1.27 (Gateway API v1.7.0). The go command fetches this
+# toolchain through the module proxy on first use; a machine's own Go, and a
+# toolchain line in go.mod, are not enough where GOTOOLCHAIN=local is set.
+export GOTOOLCHAIN := go1.27.3
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # The image is named once, in config/manager/kustomization.yaml (images:);
 # IMG defaults to that name and tag, and make deploy sets it through kustomize.
@@ -14,14 +18,16 @@ STATICCHECK := $(GO) tool staticcheck
 # The real control plane (kube-apiserver, kube-controller-manager, etcd,
 # kubectl) is built from Go modules by test/controlplane. The build is cached
 # outside the clone, keyed by everything that decides its output, so a fresh
-# clone on the same machine reuses it; bin/controlplane links to it.
+# clone on the same machine reuses it; bin/controlplane links to it. It and
+# Traefik build with the machine's own Go (GOTOOLCHAIN=local), which their
+# modules need no newer than.
 KUBE_VERSION := v1.37.2
 CP_LDFLAGS := -s -w \
 	$(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
 	-X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=37 \
 	-X $(p).gitTreeState=clean -X $(p).buildDate=1970-01-01T00:00:00Z)
 CP_KEY := $(shell (cat test/controlplane/go.mod test/controlplane/go.sum test/controlplane/etcd/main.go; \
-	echo '$(CP_LDFLAGS)'; $(GO) version) | sha256sum | cut -c1-16)
+	echo '$(CP_LDFLAGS)'; GOTOOLCHAIN=local $(GO) version) | sha256sum | cut -c1-16)
 CP_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/gatefold/controlplane/$(CP_KEY)
 CP_BINARIES := kube-apiserver kube-controller-manager etcd kubectl
 
@@ -36,7 +42,7 @@ TRAEFIK_VERSION := v3.6.12
 TRAEFIK_LDFLAGS := -s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$(TRAEFIK_VERSION) \
 	-X github.com/traefik/traefik/v3/pkg/version.BuildDate=1970-01-01T00:00:00Z
 TRAEFIK_KEY := $(shell (cat test/traefik/go.mod test/traefik/go.sum; \
-	echo '$(TRAEFIK_LDFLAGS)'; $(GO) version) | sha256sum | cut -c1-16)
+	echo '$(TRAEFIK_LDFLAGS)'; GOTOOLCHAIN=local $(GO) version) | sha256sum | cut -c1-16)
 TRAEFIK_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/gatefold/traefik/$(TRAEFIK_KEY)
 
 # Tests find Traefik here; without it (a plain go test) they skip its test.
@@ -131,7 +137,7 @@ controlplane: ## Build kube-apiserver, kube-controller-manager, etcd and kubectl
 	@if $(foreach b,$(CP_BINARIES),[ -x "$(CP_CACHE)/$(b)" ] &&) true; then :; else \
 		echo "Building the control plane $(KUBE_VERSION) into $(CP_CACHE) (a cold build takes several minutes)"; \
 		rm -rf "$(CP_CACHE).tmp"; \
-		(cd test/controlplane && $(GO) build -trimpath -ldflags '$(CP_LDFLAGS)' -o "$(CP_CACHE).tmp/" \
+		(cd test/controlplane && GOTOOLCHAIN=local $(GO) build -trimpath -ldflags '$(CP_LDFLAGS)' -o "$(CP_CACHE).tmp/" \
 			k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl ./etcd); \
 		rm -rf "$(CP_CACHE)"; mv "$(CP_CACHE).tmp" "$(CP_CACHE)"; \
 	fi
@@ -143,7 +149,7 @@ traefik: ## Build Traefik v3.6.12 from its Go module (cached), the Gateway imple
 	@if [ -x "$(TRAEFIK_CACHE)/traefik" ]; then :; else \
 		echo "Building Traefik $(TRAEFIK_VERSION) into $(TRAEFIK_CACHE) (a cold build takes several minutes)"; \
 		rm -rf "$(TRAEFIK_CACHE).tmp"; \
-		(cd test/traefik && $(GO) build -trimpath -ldflags '$(TRAEFIK_LDFLAGS)' -o "$(TRAEFIK_CACHE).tmp/" \
+		(cd test/traefik && GOTOOLCHAIN=local $(GO) build -trimpath -ldflags '$(TRAEFIK_LDFLAGS)' -o "$(TRAEFIK_CACHE).tmp/" \
 			github.com/traefik/traefik/v3/cmd/traefik); \
 		rm -rf "$(TRAEFIK_CACHE)"; mv "$(TRAEFIK_CACHE).tmp" "$(TRAEFIK_CACHE)"; \
 	fi
@@ -205,11 +211,12 @@ generate: ## Generate the deepcopy code and the apply configurations
 	$(CONTROLLER_GEN) 'applyconfiguration:externalApplyConfigurations=$(AC_EXTERNAL)' paths=./api/v1alpha1
 
 .PHONY: manifests
-manifests: ## Generate the CRDs, RBAC and webhook configurations from markers
+manifests: ## Generate the CRDs (standard channel fields only), RBAC and webhook configurations from markers
 	$(CONTROLLER_GEN) crd rbac:roleName=manager-role webhook paths="./api/...;./webhook/...;./merger/...;./routing/..." \
 		output:crd:artifacts:config=config/crd/bases \
 		output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
+	$(GO) run ./hack/crdchannel config/crd/bases/*.yaml
 	$(CONTROLLER_GEN) rbac:roleName=self-signed-role paths=./certs/... output:rbac:artifacts:config=config/rbac/self-signed
 
 GENERATED_SUM = find api config -type f \( -name 'zz_generated.*' -o -path 'api/*/applyconfiguration/*' -o -path 'config/crd/bases/*' \

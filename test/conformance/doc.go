@@ -1,5 +1,5 @@
 // Package conformance runs Gateway API's own conformance tests for
-// ListenerSet (sigs.k8s.io/gateway-api/conformance v1.6.3, unmodified)
+// ListenerSet (sigs.k8s.io/gateway-api/conformance v1.7.0, unmodified)
 // against gatefold, as installed, on the real control plane.
 //
 // The control plane has no Deployment or ReplicaSet controller, no kubelet
@@ -22,5 +22,8 @@
 // audit log must show that gatefold's own entry was the one the test wants.
 //
 // It is a Go module of its own so that gatefold's go.mod never requires
-// the conformance suite and its dependencies.
+// the conformance suite and its dependencies. go.mod replaces the suite's
+// gateway-api-conformance-images v0.2.0, which the module proxy does not
+// serve, with v0.1.0: the same packages, and the echo server the suite's
+// HTTP backends name.
 package conformance

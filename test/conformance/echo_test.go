@@ -24,9 +24,9 @@ import (
 )
 
 const (
-	// echoImage is the image of upstream's echo server in the suite's base
-	// manifests, whatever its tag.
-	echoImage = "registry.k8s.io/gateway-api/echo-basic:"
+	// echoImage ends the name of upstream's echo server image in the suite's
+	// base manifests, whatever its registry and tag.
+	echoImage = "/echo-basic"
 	// echoHTTPPort and echoH2CPort are the container ports echo-basic
 	// serves HTTP and h2c on, which the base Services' targetPorts name.
 	echoHTTPPort, echoH2CPort = 3000, 3001
@@ -39,8 +39,8 @@ const (
 // server; a Pod that sets one gets no server (no ListenerSet test uses one).
 var echoModes = []string{"GRPC_ECHO_SERVER", "TCP_ECHO_SERVER", "UDP_ECHO_SERVER"}
 
-// echoBackends runs upstream's echo server (conformance/echo-basic, built
-// from the module this test requires) for Pods, one process each, as their
+// echoBackends runs upstream's echo server (echo-basic of the
+// gateway-api-conformance-images module, built at the version go.mod gives) for Pods, one process each, as their
 // container would: it answers with the Pod's name and namespace, which the
 // suite checks. The Pods share the test's network namespace, so each
 // process listens on ports of its own, and each Pod gets an address of its
@@ -66,7 +66,7 @@ type echoPod struct {
 func newEchoBackends(t *testing.T, dir string) *echoBackends {
 	t.Helper()
 	binary := filepath.Join(dir, "echo-basic")
-	build := exec.Command("go", "build", "-o", binary, "sigs.k8s.io/gateway-api/conformance/echo-basic")
+	build := exec.Command("go", "build", "-o", binary, "sigs.k8s.io/gateway-api-conformance-images/echo-basic")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("Building upstream's echo server: %v\n%s", err, out)
 	}
@@ -81,7 +81,7 @@ func newEchoBackends(t *testing.T, dir string) *echoBackends {
 
 // serves says whether pod's container is echo-basic serving HTTP.
 func serves(pod *corev1.Pod) bool {
-	if len(pod.Spec.Containers) != 1 || !strings.HasPrefix(pod.Spec.Containers[0].Image, echoImage) {
+	if len(pod.Spec.Containers) != 1 || !strings.HasSuffix(imageName(pod.Spec.Containers[0].Image), echoImage) {
 		return false
 	}
 	return !slices.ContainsFunc(pod.Spec.Containers[0].Env, func(v corev1.EnvVar) bool { return slices.Contains(echoModes, v.Name) })
@@ -175,4 +175,13 @@ func (e *echoBackends) stop() error {
 	}
 	e.pods = nil
 	return errors.Join(errs...)
+}
+
+// imageName is an image reference without its tag or digest.
+func imageName(ref string) string {
+	ref, _, _ = strings.Cut(ref, "@")
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		ref = ref[:i]
+	}
+	return ref
 }

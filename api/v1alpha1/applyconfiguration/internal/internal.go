@@ -322,9 +322,82 @@ var schemaYAML = typed.YAMLObject(`types:
         from: Same
 - name: io.k8s.sigs.gateway-api.apis.v1.AnnotationValue
   scalar: string
+- name: io.k8s.sigs.gateway-api.apis.v1.BackendObjectReference
+  map:
+    fields:
+    - name: group
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.Group
+      default: ""
+    - name: kind
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.Kind
+      default: Service
+    - name: name
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.ObjectName
+    - name: namespace
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.Namespace
+    - name: port
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.PortNumber
+- name: io.k8s.sigs.gateway-api.apis.v1.ForwardBodyConfig
+  map:
+    fields:
+    - name: maxSize
+      type:
+        scalar: numeric
 - name: io.k8s.sigs.gateway-api.apis.v1.FromNamespaces
   scalar: string
+- name: io.k8s.sigs.gateway-api.apis.v1.GRPCAuthConfig
+  map:
+    fields:
+    - name: allowedHeaders
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
 - name: io.k8s.sigs.gateway-api.apis.v1.Group
+  scalar: string
+- name: io.k8s.sigs.gateway-api.apis.v1.HTTPAuthConfig
+  map:
+    fields:
+    - name: allowedHeaders
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
+    - name: allowedResponseHeaders
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
+    - name: path
+      type:
+        scalar: string
+- name: io.k8s.sigs.gateway-api.apis.v1.HTTPExternalAuthFilter
+  map:
+    fields:
+    - name: backendRef
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.BackendObjectReference
+    - name: forwardBody
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.ForwardBodyConfig
+    - name: grpc
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.GRPCAuthConfig
+    - name: http
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.HTTPAuthConfig
+    - name: protocol
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.HTTPRouteExternalAuthProtocol
+- name: io.k8s.sigs.gateway-api.apis.v1.HTTPRouteExternalAuthProtocol
   scalar: string
 - name: io.k8s.sigs.gateway-api.apis.v1.Hostname
   scalar: string
@@ -339,6 +412,9 @@ var schemaYAML = typed.YAMLObject(`types:
       default:
         namespaces:
           from: Same
+    - name: filters
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.ListenerFilters
     - name: hostname
       type:
         namedType: io.k8s.sigs.gateway-api.apis.v1.Hostname
@@ -354,6 +430,29 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: tls
       type:
         namedType: io.k8s.sigs.gateway-api.apis.v1.ListenerTLSConfig
+- name: io.k8s.sigs.gateway-api.apis.v1.ListenerFilter
+  map:
+    fields:
+    - name: extensionRef
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.LocalObjectReference
+    - name: externalAuth
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.HTTPExternalAuthFilter
+    - name: type
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.ListenerFilterType
+- name: io.k8s.sigs.gateway-api.apis.v1.ListenerFilterType
+  scalar: string
+- name: io.k8s.sigs.gateway-api.apis.v1.ListenerFilters
+  map:
+    fields:
+    - name: requests
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.sigs.gateway-api.apis.v1.ListenerFilter
+          elementRelationship: atomic
 - name: io.k8s.sigs.gateway-api.apis.v1.ListenerTLSConfig
   map:
     fields:
@@ -372,6 +471,18 @@ var schemaYAML = typed.YAMLObject(`types:
         map:
           elementType:
             namedType: io.k8s.sigs.gateway-api.apis.v1.AnnotationValue
+- name: io.k8s.sigs.gateway-api.apis.v1.LocalObjectReference
+  map:
+    fields:
+    - name: group
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.Group
+    - name: kind
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.Kind
+    - name: name
+      type:
+        namedType: io.k8s.sigs.gateway-api.apis.v1.ObjectName
 - name: io.k8s.sigs.gateway-api.apis.v1.Namespace
   scalar: string
 - name: io.k8s.sigs.gateway-api.apis.v1.ObjectName

@@ -23,6 +23,7 @@ type ListenerFragmentApplyConfiguration struct {
 	// Spec is the Gateway this fragment attaches to and the listeners it needs.
 	Spec *ListenerFragmentSpecApplyConfiguration `json:"spec,omitempty"`
 	// Status is where each listener landed and how the Gateway took it.
+	//
 	Status *ListenerFragmentStatusApplyConfiguration `json:"status,omitempty"`
 }
 

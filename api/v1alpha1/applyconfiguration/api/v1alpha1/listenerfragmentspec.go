@@ -13,10 +13,12 @@ import (
 type ListenerFragmentSpecApplyConfiguration struct {
 	// ParentRef is the Gateway the listeners are folded into. Group and kind
 	// default to the Gateway kind, namespace to the fragment's own.
+	//
 	ParentRef *v1.ParentGatewayReferenceApplyConfiguration `json:"parentRef,omitempty"`
 	// Listeners are the listeners this fragment needs on the Gateway, with the
 	// same rules as a ListenerSet's. Their names are local to the fragment;
 	// on the Gateway each gets the name ListenerName gives.
+	//
 	Listeners []v1.ListenerEntryApplyConfiguration `json:"listeners,omitempty"`
 }
 

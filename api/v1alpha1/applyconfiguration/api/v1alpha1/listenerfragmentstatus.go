@@ -12,8 +12,10 @@ import (
 // ListenerFragmentStatus is the observed state of a ListenerFragment.
 type ListenerFragmentStatusApplyConfiguration struct {
 	// Conditions are the fragment's Accepted and Programmed conditions.
+	//
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// Listeners is the status of each listener of the spec, by name.
+	//
 	Listeners []ListenerStatusApplyConfiguration `json:"listeners,omitempty"`
 }
 

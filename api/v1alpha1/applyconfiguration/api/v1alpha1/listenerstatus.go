@@ -26,6 +26,7 @@ type ListenerStatusApplyConfiguration struct {
 	AttachedRoutes *int32 `json:"attachedRoutes,omitempty"`
 	// Conditions are the listener's Accepted, Conflicted, ResolvedRefs and
 	// Programmed conditions.
+	//
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 

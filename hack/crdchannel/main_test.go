@@ -1,0 +1,78 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestStandardDropsExperimentalPropertiesEverywhere(t *testing.T) {
+	in := `---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: things.example.com
+spec:
+  group: example.com
+  names:
+    kind: Thing
+    plural: things
+  scope: Namespaced
+  versions:
+  - name: v1
+    schema:
+      openAPIV3Schema:
+        properties:
+          spec:
+            properties:
+              labels:
+                additionalProperties:
+                  properties:
+                    soon:
+                      description: <gateway:experimental>
+                      type: string
+                  type: object
+                type: object
+              listeners:
+                items:
+                  properties:
+                    filters:
+                      description: |-
+                        Filters run first.
+
+                        <gateway:experimental>
+                      type: object
+                    port:
+                      description: Port is the port.
+                      type: integer
+                  required:
+                  - filters
+                  - port
+                  type: object
+                type: array
+            type: object
+        type: object
+    served: true
+    storage: true
+`
+	want := strings.NewReplacer(`                    filters:
+                      description: |-
+                        Filters run first.
+
+                        <gateway:experimental>
+                      type: object
+`, "", `                  - filters
+`, "", `                  properties:
+                    soon:
+                      description: <gateway:experimental>
+                      type: string
+`, "").Replace(in)
+	got, err := standard([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("standard() (-want +got):\n%s", diff)
+	}
+}
