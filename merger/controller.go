@@ -30,6 +30,9 @@ import (
 type Reconciler struct {
 	// Client reads from the cache and writes to the API server.
 	Client client.Client
+	// APIReader reads from the API server: a head's spec whole, which the
+	// cache holds only as far as the Go types know it.
+	APIReader client.Reader
 	// Recorder records events on fragments and Gateways.
 	Recorder events.EventRecorder
 	// ManageReferenceGrants keeps a ReferenceGrant per fragment that lets
@@ -56,6 +59,7 @@ type Reconciler struct {
 	pools     poolMemo
 	attached  attachedMemo
 	carried   carriedMemo
+	headSpecs headSpecMemo
 	refusals  refusalMemo
 	// withdrawals are the listeners withdrawn after the Gateway
 	// implementation refused them.
@@ -196,6 +200,7 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (fold.I
 		r.withdrawals.forget(key)
 		r.attached.Forget(key)
 		r.pools.forget(key)
+		r.headSpecs.forget(key)
 	case err != nil:
 		return in, setsNotFolded, fmt.Errorf("reading Gateway %s: %w", key, err)
 	default:

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
@@ -261,8 +262,12 @@ func (r *Reconciler) applyHeld(ctx context.Context, in *fold.Input, res fold.Res
 // changed, poolApplies at a time, and returns the first Gateway, in pool order,
 // a write failed on.
 func (r *Reconciler) applyPool(ctx context.Context, in *fold.Input, res fold.Result) (target, error) {
+	ts, err := r.targets(ctx, in, res)
+	if err != nil {
+		return target{}, err
+	}
 	var changed []target
-	for _, t := range targets(in, res) {
+	for _, t := range ts {
 		if t.changed() {
 			changed = append(changed, t)
 		} else {
@@ -378,16 +383,17 @@ const poolApplies = 4
 
 // target is one Gateway of a pool as the merger writes it. Of the head,
 // gatefold applies only its listeners; of a sibling, its whole spec, cloned
-// from the head's (siblingSpec), with the head's own listeners first. The
-// Gateway of the head's ListenerSets is written as a sibling that carries
+// from the head's as stored (headSpec), with the head's own listeners first.
+// The Gateway of the head's ListenerSets is written as a sibling that carries
 // none of the head's own listeners.
 type target struct {
 	key types.NamespacedName
 	// gw is the Gateway as read, nil for a sibling to create.
 	gw      *gwv1.Gateway
 	managed sets.Set[gwv1.SectionName]
-	// head is set for a sibling.
+	// head and spec are set for a sibling.
 	head      *gwv1.Gateway
+	spec      *headSpec
 	own       []gwv1.Listener
 	listeners []gwv1.Listener
 	// listenerSets is set for the Gateway of the head's ListenerSets.
@@ -396,17 +402,24 @@ type target struct {
 
 // targets are the Gateways of the fold: the head, its pool's siblings, then
 // the Gateway of its ListenerSets.
-func targets(in *fold.Input, res fold.Result) []target {
+func (r *Reconciler) targets(ctx context.Context, in *fold.Input, res fold.Result) ([]target, error) {
 	ts := []target{{key: client.ObjectKeyFromObject(in.Gateway), gw: in.Gateway, managed: in.Managed, listeners: res.Listeners}}
+	if len(res.Siblings) == 0 && res.ListenerSetGateway == nil {
+		return ts, nil
+	}
+	spec, err := r.headSpecOf(ctx, in.Gateway, in.Managed)
+	if err != nil {
+		return nil, err
+	}
 	for _, s := range res.Siblings {
 		ts = append(ts, target{key: types.NamespacedName{Namespace: in.Gateway.Namespace, Name: s.Name}, gw: s.Gateway, managed: s.Managed,
-			head: in.Gateway, own: res.Own, listeners: s.Listeners})
+			head: in.Gateway, spec: spec, own: res.Own, listeners: s.Listeners})
 	}
 	if s := res.ListenerSetGateway; s != nil {
 		ts = append(ts, target{key: types.NamespacedName{Namespace: in.Gateway.Namespace, Name: s.Name}, gw: s.Gateway, managed: s.Managed,
-			head: in.Gateway, listeners: s.Listeners, listenerSets: true})
+			head: in.Gateway, spec: spec, listeners: s.Listeners, listenerSets: true})
 	}
-	return ts
+	return ts, nil
 }
 
 // desired are the listeners gatefold writes to the target: a sibling
@@ -434,12 +447,13 @@ func (t target) removes() bool {
 }
 
 // changed reports whether applying the target would change its Gateway: a
-// steady state makes no request at all.
+// steady state makes no request at all. A sibling written from another
+// headSpec than the current one changes, whatever its fields.
 func (t target) changed() bool {
 	if t.head == nil {
 		return listenersChanged(t.gw, t.managed, t.listeners)
 	}
-	if t.gw == nil {
+	if t.gw == nil || t.gw.Annotations[v1alpha1.HeadSpecAnnotation] != t.spec.digest {
 		return true
 	}
 	want := siblingSpec(t.head, nil)
@@ -514,16 +528,25 @@ func (r *Reconciler) apply(ctx context.Context, t target, listeners []gwv1.Liste
 }
 
 // writeSibling creates or updates a sibling whole: the head's spec, its own
-// listeners, the folded ones, and listeners other managers added. A create, so
+// listeners, the folded ones, and listeners other managers added, each as
+// stored where gatefold's Go types may not know all its fields. A create, so
 // that a Gateway of that name someone else created is never taken over; an
 // update fenced by resourceVersion, so that listeners gatefold no longer sends
 // are removed.
 func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv1.Listener, dryRun bool) error {
 	gw := &gwv1.Gateway{}
 	var kept []gwv1.Listener
+	var current *unstructured.Unstructured
 	if t.gw != nil {
 		gw = t.gw.DeepCopy()
 		kept = slices.DeleteFunc(slices.Clone(gw.Spec.Listeners), func(l gwv1.Listener) bool { return t.managed.Has(l.Name) })
+	}
+	if len(kept) > 0 {
+		current = &unstructured.Unstructured{}
+		current.SetGroupVersionKind(gwv1.SchemeGroupVersion.WithKind("Gateway"))
+		if err := r.APIReader.Get(ctx, t.key, current); err != nil {
+			return fmt.Errorf("reading Gateway %s whole: %w", t.key, err)
+		}
 	}
 	if t.gw != nil && len(t.own)+len(listeners)+len(kept) == 0 {
 		// A Gateway holds a listener at least: a sibling of a head without
@@ -531,13 +554,20 @@ func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv
 		return r.deleteSibling(ctx, t, dryRun, "it carries no listener, and a Gateway must hold one")
 	}
 	gw.Namespace, gw.Name = t.key.Namespace, t.key.Name
-	gw.Spec = siblingSpec(t.head, slices.Concat(t.own, listeners, kept))
 	if gw.Labels == nil {
 		gw.Labels = map[string]string{}
 	}
 	gw.Labels[v1alpha1.PoolLabel] = rules.PoolLabelValue(t.head.Name)
+	if gw.Annotations == nil {
+		gw.Annotations = map[string]string{}
+	}
+	gw.Annotations[v1alpha1.HeadSpecAnnotation] = t.spec.digest
 	gw.OwnerReferences = slices.DeleteFunc(gw.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == t.head.UID })
 	gw.OwnerReferences = append(gw.OwnerReferences, metav1.OwnerReference{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: t.head.Name, UID: t.head.UID, Controller: ptr.To(true)})
+	obj, err := siblingObject(gw, t.spec, t.own, listeners, kept, current)
+	if err != nil {
+		return err
+	}
 	opts := []client.CreateOption{client.FieldOwner(v1alpha1.FieldManager)}
 	if dryRun {
 		opts = append(opts, client.DryRunAll, client.DisableReadYourWritesConsistency)
@@ -545,7 +575,7 @@ func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv
 		return err
 	}
 	if t.gw == nil {
-		if err := r.Client.Create(ctx, gw, opts...); err != nil || dryRun {
+		if err := r.Client.Create(ctx, obj, opts...); err != nil || dryRun {
 			return err
 		}
 		if t.listenerSets {
@@ -563,10 +593,10 @@ func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv
 	if dryRun {
 		updateOpts = append(updateOpts, client.DryRunAll, client.DisableReadYourWritesConsistency)
 	}
-	if err := r.Client.Update(ctx, gw, updateOpts...); err != nil || dryRun {
+	if err := r.Client.Update(ctx, obj, updateOpts...); err != nil || dryRun {
 		return err
 	}
-	r.applied(ctx, t, gw.ResourceVersion == t.gw.ResourceVersion, len(listeners))
+	r.applied(ctx, t, obj.GetResourceVersion() == t.gw.ResourceVersion, len(listeners))
 	return nil
 }
 

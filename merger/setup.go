@@ -82,6 +82,7 @@ func certificateNamespaces(o client.Object) []string {
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	r := &Reconciler{
 		Client:                 mgr.GetClient(),
+		APIReader:              mgr.GetAPIReader(),
 		Recorder:               mgr.GetEventRecorder("gatefold-merger"),
 		ManageReferenceGrants:  opts.ManageReferenceGrants,
 		Resync:                 opts.Resync,

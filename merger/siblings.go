@@ -106,7 +106,11 @@ func listenerSetGatewayKey(parent types.NamespacedName) types.NamespacedName {
 func (r *Reconciler) prune(ctx context.Context, in *fold.Input, res fold.Result) (time.Duration, error) {
 	var next time.Duration
 	now := time.Now()
-	for _, t := range targets(in, res)[1:] {
+	ts, err := r.targets(ctx, in, res)
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range ts[1:] {
 		if t.gw == nil || len(t.listeners) > 0 || t.changed() {
 			r.pools.filled(t.key)
 			continue

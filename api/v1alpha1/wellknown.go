@@ -23,6 +23,11 @@ const (
 	// Past 63 characters the value is the head's first 46 and a hash.
 	PoolLabel = "gatefold.dev/pool-head"
 
+	// HeadSpecAnnotation on a sibling is a digest of the head's spec, as
+	// stored, that gatefold wrote the sibling from: a head's change to a
+	// field gatefold's Go types lack reaches its siblings too.
+	HeadSpecAnnotation = "gatefold.dev/head-spec"
+
 	// DerivedLabel, set to "true", marks a route gatefold derived from a
 	// user's route that names a ListenerFragment or a ListenerSet: it names
 	// the Gateways the parent's listeners landed on, and gatefold reverts

@@ -1,0 +1,178 @@
+package merger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// headSpec is what a head's siblings copy from it, read whole from the API
+// server: fields gatefold's Go types lack (a newer Gateway CRD's) included.
+type headSpec struct {
+	// generation is the head's when it was read.
+	generation int64
+	// rest is the head's spec but for its listeners and the addresses that
+	// have a value (see siblingSpec).
+	rest map[string]any
+	// own are the head's listeners gatefold did not fold, by name.
+	own map[gwv1.SectionName]map[string]any
+	// digest identifies rest and own; a sibling written from them carries it
+	// (v1alpha1.HeadSpecAnnotation).
+	digest string
+}
+
+// headSpecMemo keeps each head's last headSpec until its generation moves.
+type headSpecMemo struct {
+	mu    sync.Mutex
+	specs map[types.NamespacedName]*headSpec
+}
+
+func (m *headSpecMemo) recall(key types.NamespacedName, generation int64) *headSpec {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.specs[key]; s != nil && s.generation == generation {
+		return s
+	}
+	return nil
+}
+
+func (m *headSpecMemo) remember(key types.NamespacedName, s *headSpec) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.specs == nil {
+		m.specs = map[types.NamespacedName]*headSpec{}
+	}
+	m.specs[key] = s
+}
+
+func (m *headSpecMemo) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.specs, key)
+}
+
+// headSpecOf returns head's headSpec, read from the API server once per
+// generation of the head; the cache holds only what the Go types know.
+func (r *Reconciler) headSpecOf(ctx context.Context, head *gwv1.Gateway, managed sets.Set[gwv1.SectionName]) (*headSpec, error) {
+	key := client.ObjectKeyFromObject(head)
+	if s := r.headSpecs.recall(key, head.Generation); s != nil {
+		return s, nil
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gwv1.SchemeGroupVersion.WithKind("Gateway"))
+	if err := r.APIReader.Get(ctx, key, u); err != nil {
+		return nil, fmt.Errorf("reading Gateway %s whole: %w", key, err)
+	}
+	s, err := newHeadSpec(u, managed)
+	if err != nil {
+		return nil, fmt.Errorf("reading Gateway %s whole: %w", key, err)
+	}
+	r.headSpecs.remember(key, s)
+	return s, nil
+}
+
+// newHeadSpec is the headSpec of head as stored; managed are the listeners
+// gatefold folded into it.
+func newHeadSpec(head *unstructured.Unstructured, managed sets.Set[gwv1.SectionName]) (*headSpec, error) {
+	spec, _, err := unstructured.NestedMap(head.Object, "spec")
+	if err != nil {
+		return nil, err
+	}
+	s := &headSpec{generation: head.GetGeneration(), rest: spec, own: map[gwv1.SectionName]map[string]any{}}
+	listeners, _ := spec["listeners"].([]any)
+	delete(spec, "listeners")
+	var own []any
+	for _, l := range listeners {
+		l, ok := l.(map[string]any)
+		if name, _ := l["name"].(string); ok && !managed.Has(gwv1.SectionName(name)) {
+			s.own[gwv1.SectionName(name)] = l
+			own = append(own, l)
+		}
+	}
+	var addresses []any
+	if as, _ := spec["addresses"].([]any); as != nil {
+		for _, a := range as {
+			if a, ok := a.(map[string]any); ok && (a["value"] == nil || a["value"] == "") {
+				addresses = append(addresses, a)
+			}
+		}
+	}
+	delete(spec, "addresses")
+	if len(addresses) > 0 {
+		spec["addresses"] = addresses
+	}
+	raw, err := json.Marshal(map[string]any{"spec": spec, "own": own})
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(raw)
+	s.digest = hex.EncodeToString(sum[:8])
+	return s, nil
+}
+
+// siblingObject is gw, a sibling to write, with the head's spec as stored
+// and its listeners: the head's own as stored where they are still those the
+// fold placed, then the folded ones, then those others added, as stored in
+// current, the sibling's stored form (nil for one to create).
+func siblingObject(gw *gwv1.Gateway, spec *headSpec, own, folded, kept []gwv1.Listener, current *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(gw)
+	if err != nil {
+		return nil, fmt.Errorf("encoding Gateway %s: %w", gw.Name, err)
+	}
+	stored := map[gwv1.SectionName]map[string]any{}
+	if current != nil {
+		ls, _, _ := unstructured.NestedSlice(current.Object, "spec", "listeners")
+		for _, l := range ls {
+			if l, ok := l.(map[string]any); ok {
+				name, _ := l["name"].(string)
+				stored[gwv1.SectionName(name)] = l
+			}
+		}
+	}
+	var listeners []any
+	for _, group := range []struct {
+		ls     []gwv1.Listener
+		stored map[gwv1.SectionName]map[string]any
+	}{{own, spec.own}, {folded, nil}, {kept, stored}} {
+		for i := range group.ls {
+			l, err := storedOr(&group.ls[i], group.stored)
+			if err != nil {
+				return nil, err
+			}
+			listeners = append(listeners, l)
+		}
+	}
+	out := runtime.DeepCopyJSON(spec.rest)
+	out["listeners"] = listeners
+	raw["spec"] = out
+	delete(raw, "status")
+	u := &unstructured.Unstructured{Object: raw}
+	u.SetGroupVersionKind(gwv1.SchemeGroupVersion.WithKind("Gateway"))
+	return u, nil
+}
+
+// storedOr is l as stored, when stored holds it with the fields l has, or l.
+func storedOr(l *gwv1.Listener, stored map[gwv1.SectionName]map[string]any) (map[string]any, error) {
+	if s, ok := stored[l.Name]; ok {
+		known := gwv1.Listener{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(s, &known); err == nil && equality.Semantic.DeepEqual(known, *l) {
+			return runtime.DeepCopyJSON(s), nil
+		}
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(l)
+	if err != nil {
+		return nil, fmt.Errorf("encoding listener %s: %w", l.Name, err)
+	}
+	return m, nil
+}
