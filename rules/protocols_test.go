@@ -1,0 +1,59 @@
+package rules
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// TestEveryUpstreamProtocolHasAGroup reads the ProtocolType constants of the
+// gateway-api module go.mod requires: a release that adds a listener
+// protocol fails here until the port groups know it.
+func TestEveryUpstreamProtocolHasAGroup(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
+	if err != nil {
+		t.Fatalf("Locating the gateway-api module: %v", err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), "apis", "v1")
+	pkgs, err := parser.ParseDir(token.NewFileSet(), dir, nil, 0)
+	if err != nil {
+		t.Fatalf("Parsing %s: %v", dir, err)
+	}
+	var found []string
+	for _, pkg := range pkgs {
+		for _, f := range pkg.Files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				spec, ok := n.(*ast.ValueSpec)
+				if !ok || spec.Type == nil || len(spec.Values) != 1 {
+					return true
+				}
+				if id, ok := spec.Type.(*ast.Ident); !ok || id.Name != "ProtocolType" {
+					return true
+				}
+				lit, ok := spec.Values[0].(*ast.BasicLit)
+				if !ok {
+					return true
+				}
+				p, err := strconv.Unquote(lit.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				found = append(found, p)
+				if g := GroupOf(gwv1.ProtocolType(p)); g == GroupCustom {
+					t.Errorf("Listener protocol %q of Gateway API is in no port group: add it to GroupOf", p)
+				}
+				return true
+			})
+		}
+	}
+	if len(found) < 5 {
+		t.Fatalf("Found the listener protocols %v in %s, want HTTP, HTTPS, TLS, TCP and UDP at least", found, dir)
+	}
+}
