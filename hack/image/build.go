@@ -1,0 +1,262 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// platforms are the image's, in the index's order.
+var platforms = []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}
+
+const (
+	// binaryName is the layer's one file, /gatefold, the entrypoint.
+	binaryName = "gatefold"
+	// nonroot owns the binary and runs it, as distroless's nonroot user does;
+	// the manifests in config/manager run the container as this user too.
+	nonroot = 65532
+)
+
+// buildOptions say what build makes and where it writes it.
+type buildOptions struct {
+	Out     string
+	Version string
+	LDFlags string
+}
+
+// built is what build wrote: the index's digest and the commit it names.
+type built struct {
+	Digest   v1.Hash
+	Revision string
+}
+
+// source is the tree an image is built from.
+type source struct {
+	Module   string
+	Dir      string
+	Revision string
+	Created  time.Time
+}
+
+// build writes the image index of every platform into the OCI image layout
+// o.Out, replacing what was there.
+func build(ctx context.Context, o buildOptions) (built, error) {
+	if o.Version == "" || o.LDFlags == "" {
+		return built{}, fmt.Errorf("--version and --ldflags are required (make image sets both)")
+	}
+	src, err := readSource(ctx)
+	if err != nil {
+		return built{}, err
+	}
+	tmp, err := os.MkdirTemp("", "gatefold-image-")
+	if err != nil {
+		return built{}, err
+	}
+	defer os.RemoveAll(tmp)
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, p := range platforms {
+		binary := filepath.Join(tmp, p.OS+"-"+p.Architecture)
+		if err := compile(ctx, src.Dir, p, o.LDFlags, binary); err != nil {
+			return built{}, err
+		}
+		img, err := platformImage(binary, p, labels(src, o.Version), src.Created)
+		if err != nil {
+			return built{}, fmt.Errorf("making the %s image: %w", p, err)
+		}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
+	}
+	if err := writeLayout(o.Out, idx); err != nil {
+		return built{}, err
+	}
+	digest, err := idx.Digest()
+	if err != nil {
+		return built{}, err
+	}
+	return built{Digest: digest, Revision: src.Revision}, nil
+}
+
+// readSource reads the module and the commit of the working directory. The
+// image's times are SOURCE_DATE_EPOCH's when set, else the commit's.
+func readSource(ctx context.Context) (source, error) {
+	out, err := output(ctx, "", nil, "go", "list", "-m", "-json")
+	if err != nil {
+		return source{}, err
+	}
+	var mod struct{ Path, Dir string }
+	if err := json.Unmarshal([]byte(out), &mod); err != nil {
+		return source{}, fmt.Errorf("reading go list -m -json: %w", err)
+	}
+	src := source{Module: mod.Path, Dir: mod.Dir}
+	if src.Revision, err = output(ctx, src.Dir, nil, "git", "rev-parse", "HEAD"); err != nil {
+		return source{}, err
+	}
+	epoch := os.Getenv("SOURCE_DATE_EPOCH")
+	if epoch == "" {
+		if epoch, err = output(ctx, src.Dir, nil, "git", "log", "-1", "--format=%ct"); err != nil {
+			return source{}, err
+		}
+	}
+	secs, err := strconv.ParseInt(epoch, 10, 64)
+	if err != nil {
+		return source{}, fmt.Errorf("SOURCE_DATE_EPOCH %q is not a count of seconds: %w", epoch, err)
+	}
+	src.Created = time.Unix(secs, 0).UTC()
+	return src, nil
+}
+
+// labels are the OCI annotations of the image's config.
+func labels(src source, version string) map[string]string {
+	return map[string]string{
+		"org.opencontainers.image.title":       "gatefold",
+		"org.opencontainers.image.description": "Folds ListenerFragments into Kubernetes Gateway listeners",
+		"org.opencontainers.image.source":      "https://" + src.Module,
+		"org.opencontainers.image.version":     version,
+		"org.opencontainers.image.revision":    src.Revision,
+	}
+}
+
+// compile builds cmd/gatefold statically for p into out, for the baseline of
+// p's architecture whatever GOAMD64 or GOARM64 say, so that it runs on every
+// node of that platform.
+func compile(ctx context.Context, dir string, p v1.Platform, ldflags, out string) error {
+	env := append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOAMD64=v1", "GOARM64=v8.0")
+	if _, err := output(ctx, dir, env, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, "./cmd/gatefold"); err != nil {
+		return fmt.Errorf("building gatefold for %s: %w", p, err)
+	}
+	return nil
+}
+
+// platformImage is the image of p: binary alone in one layer, run as
+// nonroot with the manager subcommand.
+func platformImage(binary string, p v1.Platform, labels map[string]string, created time.Time) (v1.Image, error) {
+	layer, err := binaryLayer(binary, created)
+	if err != nil {
+		return nil, err
+	}
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	img, err := mutate.Append(base, mutate.Addendum{Layer: layer,
+		History: v1.History{Created: v1.Time{Time: created}, CreatedBy: "hack/image: the static gatefold binary as /" + binaryName}})
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Created = p.OS, p.Architecture, v1.Time{Time: created}
+	user := strconv.Itoa(nonroot)
+	cf.Config = v1.Config{
+		User:       user + ":" + user,
+		Entrypoint: []string{"/" + binaryName},
+		Cmd:        []string{"manager"},
+		Labels:     labels,
+	}
+	return mutate.ConfigFile(img, cf)
+}
+
+// binaryLayer is a gzipped tar of the one file binary as /gatefold, mode
+// 0755, owned by nonroot, with mtime as its time: the same bytes for the
+// same binary.
+func binaryLayer(binary string, mtime time.Time) (v1.Layer, error) {
+	b, err := os.ReadFile(binary)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: binaryName, Mode: 0o755, Uid: nonroot, Gid: nonroot,
+		Size: int64(len(b)), ModTime: mtime, Format: tar.FormatUSTAR}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return nil, fmt.Errorf("writing the layer's tar header: %w", err)
+	}
+	if _, err := tw.Write(b); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil },
+		tarball.WithMediaType(types.OCILayer), tarball.WithCompressionLevel(gzip.BestCompression), tarball.WithCompressedCaching)
+}
+
+// writeLayout writes idx as the one entry of a new OCI image layout in dir,
+// which it replaces once the new one is whole.
+func writeLayout(dir string, idx v1.ImageIndex) error {
+	tmp := dir + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	p, err := layout.Write(tmp, empty.Index)
+	if err != nil {
+		return fmt.Errorf("writing the image layout %s: %w", tmp, err)
+	}
+	if err := p.AppendIndex(idx); err != nil {
+		return fmt.Errorf("writing the image index into %s: %w", tmp, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dir)
+}
+
+// readIndex reads the image index that build wrote into the layout dir.
+func readIndex(dir string) (v1.ImageIndex, error) {
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading the image layout %s (make image writes it): %w", dir, err)
+	}
+	ii, err := p.ImageIndex()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s/index.json: %w", dir, err)
+	}
+	m, err := ii.IndexManifest()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s/index.json: %w", dir, err)
+	}
+	if len(m.Manifests) != 1 || !m.Manifests[0].MediaType.IsIndex() {
+		return nil, fmt.Errorf("%s/index.json lists %d entries, not the one image index make image writes: run make image", dir, len(m.Manifests))
+	}
+	return ii.ImageIndex(m.Manifests[0].Digest)
+}
+
+func platformList() string {
+	s := make([]string, len(platforms))
+	for i, p := range platforms {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// output runs name with args in dir (the working directory when empty) and
+// env (the process's when nil), and returns its trimmed standard output.
+func output(ctx context.Context, dir string, env []string, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = strings.TrimSpace(string(ee.Stderr))
+		}
+		return "", fmt.Errorf("running %s %s: %w: %s", name, strings.Join(args, " "), err, stderr)
+	}
+	return strings.TrimSpace(string(out)), nil
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+const testVersion = "v0.0.0-imagetest"
+
+// TestImage builds the image as make image does and reads it back as a
+// registry and a node would: the index, each platform's config and layer,
+// the binary run from the layer, a second build's digest, a push.
+func TestImage(t *testing.T) {
+	ctx := t.Context()
+	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
+	t.Setenv("DOCKER_CONFIG", t.TempDir()) // no credentials but the test's
+	created := time.Unix(1700000000, 0).UTC()
+	revision, err := output(ctx, "", nil, "git", "rev-parse", "HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := buildOptions{Out: filepath.Join(t.TempDir(), "image"), Version: testVersion, LDFlags: "-s -w -X main.version=" + testVersion}
+	b, err := build(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := readIndex(opts.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := idx.Digest(); err != nil || d != b.Digest {
+		t.Fatalf("The layout's index is %s (%v), build said %s", d, err, b.Digest)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []v1.Platform
+	for _, desc := range m.Manifests {
+		if desc.Platform != nil {
+			got = append(got, *desc.Platform)
+		}
+	}
+	if diff := cmp.Diff(platforms, got); diff != "" || m.MediaType != types.OCIImageIndex {
+		t.Fatalf("The index (%s) has platforms (-want +got):\n%s", m.MediaType, diff)
+	}
+
+	for _, desc := range m.Manifests {
+		t.Run(desc.Platform.String(), func(t *testing.T) {
+			img, err := idx.Image(desc.Digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cf, err := img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := v1.Config{User: "65532:65532", Entrypoint: []string{"/gatefold"}, Cmd: []string{"manager"}, Labels: map[string]string{
+				"org.opencontainers.image.title":       "gatefold",
+				"org.opencontainers.image.description": "Folds ListenerFragments into Kubernetes Gateway listeners",
+				"org.opencontainers.image.source":      "https://github.com/gatefold/gatefold",
+				"org.opencontainers.image.version":     testVersion,
+				"org.opencontainers.image.revision":    revision,
+			}}
+			if diff := cmp.Diff(want, cf.Config); diff != "" {
+				t.Errorf("The image's config (-want +got):\n%s", diff)
+			}
+			if cf.OS != desc.Platform.OS || cf.Architecture != desc.Platform.Architecture || !cf.Created.Equal(created) {
+				t.Errorf("The config says %s/%s created %s, want %s created %s", cf.OS, cf.Architecture, cf.Created, desc.Platform, created)
+			}
+			binary := onlyFile(t, img, created)
+			if desc.Platform.OS != runtime.GOOS || desc.Platform.Architecture != runtime.GOARCH {
+				return
+			}
+			path := filepath.Join(t.TempDir(), "gatefold")
+			if err := os.WriteFile(path, binary, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.CommandContext(ctx, path, "version").CombinedOutput()
+			if err != nil || !strings.HasPrefix(string(out), "gatefold "+testVersion+" ") || !strings.Contains(string(out), desc.Platform.String()) {
+				t.Errorf("The layer's binary printed %q (%v), want gatefold %s ... %s", out, err, testVersion, desc.Platform)
+			}
+			t.Logf("The layer's binary printed %s", strings.TrimSpace(string(out)))
+		})
+	}
+
+	t.Run("reproducible", func(t *testing.T) {
+		again := opts
+		again.Out = filepath.Join(t.TempDir(), "image")
+		b2, err := build(ctx, again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b2.Digest != b.Digest {
+			t.Fatalf("A second build of the same tree gave index %s, the first %s", b2.Digest, b.Digest)
+		}
+		t.Logf("Two builds gave index %s", b2.Digest)
+	})
+
+	t.Run("push", func(t *testing.T) {
+		srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+		defer srv.Close()
+		img := strings.TrimPrefix(srv.URL, "http://") + "/gatefold/gatefold:test"
+		pushed, err := push(ctx, opts.Out, img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := name.ParseReference(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pulled, err := remote.Index(ref, remote.WithContext(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := pulled.Digest(); err != nil || d != b.Digest || pushed.DigestStr() != b.Digest.String() {
+			t.Fatalf("Pushed %s and pulled %s (%v), built %s", pushed, d, err, b.Digest)
+		}
+		for _, desc := range m.Manifests {
+			img, err := remote.Image(ref, remote.WithContext(ctx), remote.WithPlatform(*desc.Platform))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, err := img.Digest(); err != nil || d != desc.Digest {
+				t.Errorf("Pulling %s for %s gave %s (%v), want %s", img, desc.Platform, d, err, desc.Digest)
+			}
+		}
+	})
+}
+
+// onlyFile returns the binary of img's one layer, after checking that the
+// layer holds nothing else and that the binary is /gatefold, 0755, owned by
+// 65532 and as old as the image.
+func onlyFile(t *testing.T, img v1.Image, created time.Time) []byte {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(layers) != 1 {
+		t.Fatalf("The image has %d layers, want 1", len(layers))
+	}
+	if mt, err := layers[0].MediaType(); err != nil || mt != types.OCILayer {
+		t.Errorf("The layer's media type is %q (%v), want %q", mt, err, types.OCILayer)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	var files []string
+	var binary bytes.Buffer
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, hdr.Name)
+		if hdr.Name != "gatefold" {
+			continue
+		}
+		if hdr.Typeflag != tar.TypeReg || hdr.Mode != 0o755 || hdr.Uid != 65532 || hdr.Gid != 65532 || !hdr.ModTime.Equal(created) {
+			t.Errorf("/gatefold is type %c, mode %o, owner %d:%d, mtime %s; want a file, 755, 65532:65532, %s",
+				hdr.Typeflag, hdr.Mode, hdr.Uid, hdr.Gid, hdr.ModTime, created)
+		}
+		if _, err := io.Copy(&binary, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff([]string{"gatefold"}, files); diff != "" {
+		t.Errorf("The layer's files (-want +got):\n%s", diff)
+	}
+	return binary.Bytes()
+}
+
+func TestNamesRegistry(t *testing.T) {
+	tests := map[string]struct {
+		img  string
+		want bool
+	}{
+		"name and tag only":           {"gatefold:latest", false},
+		"repository without registry": {"team/gatefold:v1", false},
+		"registry with a dot":         {"10.0.0.1/team/gatefold:v1", true},
+		"registry with a port":        {"127.0.0.1:5000/gatefold:v1", true},
+		"localhost":                   {"localhost/gatefold@sha256:0000", true},
+		"digest without registry":     {"gatefold@sha256:0000", false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := namesRegistry(tc.img); got != tc.want {
+				t.Errorf("namesRegistry(%q) = %v, want %v", tc.img, got, tc.want)
+			}
+		})
+	}
+}
