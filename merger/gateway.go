@@ -527,11 +527,12 @@ func (r *Reconciler) apply(ctx context.Context, t target, listeners []gwv1.Liste
 	return nil
 }
 
-// writeSibling creates or updates a sibling whole: the head's spec, its own
+// writeSibling creates or replaces a sibling whole: the head's spec, its own
 // listeners, the folded ones, and listeners other managers added, each as
 // stored where gatefold's Go types may not know all its fields. A create, so
-// that a Gateway of that name someone else created is never taken over; an
-// update fenced by resourceVersion, so that listeners gatefold no longer sends
+// that a Gateway of that name someone else created is never taken over
+// (followed by a patch when the Go types cannot carry the head's fields); a
+// patch fenced by resourceVersion, so that listeners gatefold no longer sends
 // are removed.
 func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv1.Listener, dryRun bool) error {
 	gw := &gwv1.Gateway{}
@@ -564,7 +565,8 @@ func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv
 	gw.Annotations[v1alpha1.HeadSpecAnnotation] = t.spec.digest
 	gw.OwnerReferences = slices.DeleteFunc(gw.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == t.head.UID })
 	gw.OwnerReferences = append(gw.OwnerReferences, metav1.OwnerReference{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: t.head.Name, UID: t.head.UID, Controller: ptr.To(true)})
-	obj, err := siblingObject(gw, t.spec, t.own, listeners, kept, current)
+	gw.Spec = siblingSpec(t.head, slices.Concat(t.own, listeners, kept))
+	stored, err := storedSpec(t.spec, t.own, listeners, kept, current)
 	if err != nil {
 		return err
 	}
@@ -575,8 +577,17 @@ func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv
 		return err
 	}
 	if t.gw == nil {
-		if err := r.Client.Create(ctx, obj, opts...); err != nil || dryRun {
+		typed, err := typedOnly(gw.Spec, stored)
+		if err != nil {
 			return err
+		}
+		if err := r.Client.Create(ctx, gw, opts...); err != nil || dryRun {
+			return err
+		}
+		if !typed {
+			if err := r.patchSibling(ctx, gw, gw.ResourceVersion, stored, false); err != nil {
+				return err
+			}
 		}
 		if t.listenerSets {
 			log.FromContext(ctx).Info("Created the Gateway of a Gateway's ListenerSets", "gateway", klog.KObj(t.head), "listenerSetGateway", t.key.Name)
@@ -589,15 +600,38 @@ func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv
 		r.applied(ctx, t, false, len(listeners))
 		return nil
 	}
-	updateOpts := []client.UpdateOption{client.FieldOwner(v1alpha1.FieldManager)}
-	if dryRun {
-		updateOpts = append(updateOpts, client.DryRunAll, client.DisableReadYourWritesConsistency)
-	}
-	if err := r.Client.Update(ctx, obj, updateOpts...); err != nil || dryRun {
+	if err := r.patchSibling(ctx, gw, t.gw.ResourceVersion, stored, dryRun); err != nil || dryRun {
 		return err
 	}
-	r.applied(ctx, t, obj.GetResourceVersion() == t.gw.ResourceVersion, len(listeners))
+	r.applied(ctx, t, gw.ResourceVersion == t.gw.ResourceVersion, len(listeners))
 	return nil
+}
+
+// patchSibling replaces the sibling's labels, annotations, ownerReferences
+// and spec with gw's, its spec as stored: a JSON patch, fenced by
+// resourceVersion rv, that carries fields gatefold's Go types lack, and
+// whose answer the cache's read-your-writes waits for like any typed write.
+func (r *Reconciler) patchSibling(ctx context.Context, gw *gwv1.Gateway, rv string, stored map[string]any, dryRun bool) error {
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value"`
+	}
+	patch, err := json.Marshal([]op{
+		{"replace", "/metadata/resourceVersion", rv},
+		{"add", "/metadata/labels", gw.Labels},
+		{"add", "/metadata/annotations", gw.Annotations},
+		{"add", "/metadata/ownerReferences", gw.OwnerReferences},
+		{"add", "/spec", stored},
+	})
+	if err != nil {
+		return fmt.Errorf("encoding the patch of Gateway %s: %w", gw.Name, err)
+	}
+	opts := []client.PatchOption{client.FieldOwner(v1alpha1.FieldManager)}
+	if dryRun {
+		opts = append(opts, client.DryRunAll, client.DisableReadYourWritesConsistency)
+	}
+	return r.Client.Patch(ctx, gw, client.RawPatch(types.JSONPatchType, patch), opts...)
 }
 
 // applied counts and logs a write of the target's listeners.

@@ -121,15 +121,11 @@ func newHeadSpec(head *unstructured.Unstructured, managed sets.Set[gwv1.SectionN
 	return s, nil
 }
 
-// siblingObject is gw, a sibling to write, with the head's spec as stored
-// and its listeners: the head's own as stored where they are still those the
-// fold placed, then the folded ones, then those others added, as stored in
-// current, the sibling's stored form (nil for one to create).
-func siblingObject(gw *gwv1.Gateway, spec *headSpec, own, folded, kept []gwv1.Listener, current *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(gw)
-	if err != nil {
-		return nil, fmt.Errorf("encoding Gateway %s: %w", gw.Name, err)
-	}
+// storedSpec is a sibling's spec as stored: the head's (spec.rest), and its
+// listeners: the head's own as stored where they are still those the fold
+// placed, then the folded ones, then those others added, as stored in
+// current, the sibling's stored form (nil when none is kept).
+func storedSpec(spec *headSpec, own, folded, kept []gwv1.Listener, current *unstructured.Unstructured) (map[string]any, error) {
 	stored := map[gwv1.SectionName]map[string]any{}
 	if current != nil {
 		ls, _, _ := unstructured.NestedSlice(current.Object, "spec", "listeners")
@@ -155,11 +151,17 @@ func siblingObject(gw *gwv1.Gateway, spec *headSpec, own, folded, kept []gwv1.Li
 	}
 	out := runtime.DeepCopyJSON(spec.rest)
 	out["listeners"] = listeners
-	raw["spec"] = out
-	delete(raw, "status")
-	u := &unstructured.Unstructured{Object: raw}
-	u.SetGroupVersionKind(gwv1.SchemeGroupVersion.WithKind("Gateway"))
-	return u, nil
+	return out, nil
+}
+
+// typedOnly says whether the Go types carry all of stored, the spec typed
+// is of: then a typed write loses nothing.
+func typedOnly(typed gwv1.GatewaySpec, stored map[string]any) (bool, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&typed)
+	if err != nil {
+		return false, fmt.Errorf("encoding a Gateway spec: %w", err)
+	}
+	return equality.Semantic.DeepEqual(m, stored), nil
 }
 
 // storedOr is l as stored, when stored holds it with the fields l has, or l.
