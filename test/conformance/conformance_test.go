@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -552,7 +553,7 @@ func writeReport(t *testing.T, path string, report *confv1.ConformanceReport) {
 func writeResults(t *testing.T, path, version string, r suiteRun, lsTests []suite.ConformanceTest, want map[string]string, outcomes map[string]outcome) {
 	var b strings.Builder
 	b.WriteString("<!-- Written by `make conformance` (test/conformance); do not edit. -->\n")
-	b.WriteString("# gatefold: Gateway API v1.6.3 ListenerSet conformance, per test\n\n")
+	fmt.Fprintf(&b, "# gatefold: Gateway API %s ListenerSet conformance, per test\n\n", suiteVersion(t))
 	fmt.Fprintf(&b, "gatefold %s, installed from config/%s, with %s; see [README.md](README.md).\n\n", version, overlay, r.implementation)
 	b.WriteString("| Test | Result | Expected | What it checks |\n|---|---|---|---|\n")
 	counts := map[string]int{}
@@ -649,4 +650,18 @@ func gatefoldVersion(t *testing.T, bin string) string {
 		version += "+" + commit
 	}
 	return version
+}
+
+// suiteVersion is the version of upstream's conformance suite this test
+// binary was built with.
+func suiteVersion(t *testing.T) string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range info.Deps {
+			if m.Path == "sigs.k8s.io/gateway-api/conformance" {
+				return m.Version
+			}
+		}
+	}
+	t.Fatal("The test binary has no build information naming sigs.k8s.io/gateway-api/conformance")
+	return ""
 }
