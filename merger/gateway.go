@@ -543,10 +543,9 @@ func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv
 		kept = slices.DeleteFunc(slices.Clone(gw.Spec.Listeners), func(l gwv1.Listener) bool { return t.managed.Has(l.Name) })
 	}
 	if len(kept) > 0 {
-		current = &unstructured.Unstructured{}
-		current.SetGroupVersionKind(gwv1.SchemeGroupVersion.WithKind("Gateway"))
-		if err := r.APIReader.Get(ctx, t.key, current); err != nil {
-			return fmt.Errorf("reading Gateway %s whole: %w", t.key, err)
+		var err error
+		if current, err = r.readWhole(ctx, t.key); err != nil {
+			return err
 		}
 	}
 	if t.gw != nil && len(t.own)+len(listeners)+len(kept) == 0 {

@@ -69,10 +69,9 @@ func (r *Reconciler) headSpecOf(ctx context.Context, head *gwv1.Gateway, managed
 	if s := r.headSpecs.recall(key, head.Generation); s != nil {
 		return s, nil
 	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gwv1.SchemeGroupVersion.WithKind("Gateway"))
-	if err := r.APIReader.Get(ctx, key, u); err != nil {
-		return nil, fmt.Errorf("reading Gateway %s whole: %w", key, err)
+	u, err := r.readWhole(ctx, key)
+	if err != nil {
+		return nil, err
 	}
 	s, err := newHeadSpec(u, managed)
 	if err != nil {
@@ -80,6 +79,18 @@ func (r *Reconciler) headSpecOf(ctx context.Context, head *gwv1.Gateway, managed
 	}
 	r.headSpecs.remember(key, s)
 	return s, nil
+}
+
+// readWhole reads Gateway key from the API server, fields gatefold's Go
+// types lack included.
+func (r *Reconciler) readWhole(ctx context.Context, key types.NamespacedName) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(gwv1.GroupVersion.String())
+	u.SetKind("Gateway")
+	if err := r.APIReader.Get(ctx, key, u); err != nil {
+		return nil, fmt.Errorf("reading Gateway %s whole: %w", key, err)
+	}
+	return u, nil
 }
 
 // newHeadSpec is the headSpec of head as stored; managed are the listeners

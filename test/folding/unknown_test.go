@@ -82,14 +82,16 @@ func unstructuredGateway(t *testing.T, gw *gwv1.Gateway) *unstructured.Unstructu
 		t.Fatal(err)
 	}
 	u := &unstructured.Unstructured{Object: raw}
-	u.SetGroupVersionKind(gwv1.SchemeGroupVersion.WithKind("Gateway"))
+	u.SetAPIVersion(gwv1.GroupVersion.String())
+	u.SetKind("Gateway")
 	return u
 }
 
 // readGateway reads Gateway ns/name whole, fields the Go types lack included.
 func readGateway(ns, name string) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gwv1.SchemeGroupVersion.WithKind("Gateway"))
+	u.SetAPIVersion(gwv1.GroupVersion.String())
+	u.SetKind("Gateway")
 	return u, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, u)
 }
 
