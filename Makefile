@@ -225,16 +225,18 @@ generate: ## Generate the deepcopy code and the apply configurations
 	$(CONTROLLER_GEN) 'applyconfiguration:externalApplyConfigurations=$(AC_EXTERNAL)' paths=./api/v1alpha1
 
 .PHONY: manifests
-manifests: ## Generate the CRDs (standard channel fields only), RBAC and webhook configurations from markers
+manifests: ## Generate the CRDs (standard channel fields only), RBAC and webhook configurations from markers, and the chart's parts from them
 	$(CONTROLLER_GEN) crd rbac:roleName=manager-role webhook paths="./api/...;./webhook/...;./merger/...;./routing/..." \
 		output:crd:artifacts:config=config/crd/bases \
 		output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
 	$(GO) run ./hack/crdchannel config/crd/bases/*.yaml
 	$(CONTROLLER_GEN) rbac:roleName=self-signed-role paths=./certs/... output:rbac:artifacts:config=config/rbac/self-signed
+	$(GO) run ./hack/chart generate
 
 GENERATED_SUM = find api config -type f \( -name 'zz_generated.*' -o -path 'api/*/applyconfiguration/*' -o -path 'config/crd/bases/*' \
-	-o -path config/rbac/role.yaml -o -path config/webhook/manifests.yaml \) | sort | xargs sha256sum
+	-o -path config/rbac/role.yaml -o -path config/webhook/manifests.yaml \) | sort | xargs sha256sum; \
+	find charts/gatefold -type f \( -path 'charts/gatefold/crds/*' -o -name _generated.tpl -o -name Chart.yaml \) | sort | xargs sha256sum
 
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files are stale
@@ -242,7 +244,7 @@ verify-generated: ## Fail when generated files are stale
 	$(MAKE) -s generate manifests; \
 	if [ "$$before" != "$$($(GENERATED_SUM))" ]; then \
 		echo "Generated files were stale and have been regenerated: review and commit them"; \
-		git status --short -- api config; exit 1; \
+		git status --short -- api config charts; exit 1; \
 	fi
 
 .PHONY: fmt
@@ -254,12 +256,13 @@ vet: ## Vet the Go code
 	$(GO) vet ./...
 
 .PHONY: lint
-lint: vet ## Check formatting and run staticcheck
+lint: vet ## Check formatting, run staticcheck and helm lint (strict) on charts/gatefold
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "Not gofmt-ed (run make fmt):"; echo "$$unformatted"; exit 1; fi
 	$(STATICCHECK) ./...
+	$(GO) run ./hack/chart lint
 	@deps=$$($(GO) list -deps ./cmd/gatefold); \
-	if grep '^github.com/gatefold/gatefold/test/' <<<"$$deps"; then echo "The gatefold binary links the test packages above" >&2; exit 1; fi; \
+	if grep -E '^github.com/gatefold/gatefold/(test|hack)/' <<<"$$deps"; then echo "The gatefold binary links the test or hack packages above" >&2; exit 1; fi; \
 	for dir in $$(sed -n 's|^github.com/gatefold/gatefold/\([^/]*\)/.*|\1|p; s|^github.com/gatefold/gatefold/\([^/]*\)$$|\1|p' <<<"$$deps" | sort -u); do \
 		grep -q "^COPY $$dir/ " Dockerfile || { echo "The Dockerfile does not copy $$dir/, which the gatefold binary links" >&2; exit 1; }; \
 	done

@@ -52,6 +52,9 @@ type Installed struct {
 	// container as literal values (GOMEMLIMIT), "NAME=value"; a replica
 	// started as a process gets it too.
 	Env []string
+	// Args are the manager container's arguments after `manager`, as
+	// installed: listening on every interface (see LocalArgs).
+	Args []string
 
 	env *devenv.Env
 }
@@ -62,65 +65,94 @@ type Installed struct {
 // (creating their namespace if it is missing), nothing else. Applying is
 // server-side and forced, so it may follow a kubectl apply of the overlay.
 func Install(ctx context.Context, env *devenv.Env, overlay string) (*Installed, error) {
-	root, err := devenv.RepoRoot()
+	objs, err := RenderOverlay(env.AssetsDir, overlay)
 	if err != nil {
 		return nil, err
 	}
-	out, err := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), "kustomize", filepath.Join(root, "config", overlay)).Output()
+	i, err := Describe(env, "config/"+overlay, objs)
 	if err != nil {
-		return nil, fmt.Errorf("rendering config/%s with kubectl kustomize: %w", overlay, err)
+		return nil, err
 	}
-	var objs []*unstructured.Unstructured
-	var sa *unstructured.Unstructured
-	var literals []string
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return nil, fmt.Errorf("decoding config/%s: %w", overlay, err)
-		}
-		if u.GetKind() == "Deployment" {
-			if literals, err = managerEnv(u); err != nil {
-				return nil, fmt.Errorf("reading the Deployment of config/%s: %w", overlay, err)
-			}
-		}
-		if !rbacKinds[u.GetKind()] {
-			continue
-		}
-		if u.GetKind() == "ServiceAccount" {
-			if sa != nil {
-				return nil, fmt.Errorf("config/%s has more than one ServiceAccount", overlay)
-			}
-			sa = u
-		}
-		objs = append(objs, u)
-	}
-	if sa == nil {
-		return nil, fmt.Errorf("config/%s has no ServiceAccount", overlay)
-	}
-
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sa.GetNamespace()}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: i.Namespace}}
 	if err := env.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating namespace %s: %w", ns.Name, err)
 	}
 	for _, u := range objs {
+		if !rbacKinds[u.GetKind()] {
+			continue
+		}
 		if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(installField), client.ForceOwnership); err != nil {
 			return nil, fmt.Errorf("applying %s %s from config/%s: %w", u.GetKind(), client.ObjectKeyFromObject(u), overlay, err)
 		}
 	}
+	return i, nil
+}
 
-	i := &Installed{
-		Namespace: sa.GetNamespace(),
-		User:      "system:serviceaccount:" + sa.GetNamespace() + ":" + sa.GetName(),
-		Groups:    []string{"system:serviceaccounts", "system:serviceaccounts:" + sa.GetNamespace(), "system:authenticated"},
-		Env:       literals,
-		env:       env,
+// Describe returns the Installed of objs, rendered from source (an overlay
+// or the chart): its one ServiceAccount, and the literal environment and
+// the arguments of its Deployment's manager container. It applies nothing:
+// objs are in the cluster already, or Install applies them.
+func Describe(env *devenv.Env, source string, objs []*unstructured.Unstructured) (*Installed, error) {
+	var sa *unstructured.Unstructured
+	i := &Installed{env: env}
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "Deployment":
+			var err error
+			if i.Env, i.Args, err = managerContainer(u); err != nil {
+				return nil, fmt.Errorf("reading the Deployment of %s: %w", source, err)
+			}
+		case "ServiceAccount":
+			if sa != nil {
+				return nil, fmt.Errorf("%s has more than one ServiceAccount", source)
+			}
+			sa = u
+		}
 	}
+	if sa == nil {
+		return nil, fmt.Errorf("%s has no ServiceAccount", source)
+	}
+	i.Namespace = sa.GetNamespace()
+	i.User = "system:serviceaccount:" + sa.GetNamespace() + ":" + sa.GetName()
+	i.Groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + sa.GetNamespace(), "system:authenticated"}
 	i.Config = rest.CopyConfig(env.Config)
 	i.Config.Impersonate = rest.ImpersonationConfig{UserName: i.User, Groups: i.Groups}
 	return i, nil
+}
+
+// RenderOverlay renders config/<overlay> with the kubectl in assetsDir.
+func RenderOverlay(assetsDir, overlay string) ([]*unstructured.Unstructured, error) {
+	root, err := devenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.Command(filepath.Join(assetsDir, "kubectl"), "kustomize", filepath.Join(root, "config", overlay)).Output()
+	if err != nil {
+		return nil, fmt.Errorf("rendering config/%s with kubectl kustomize: %w", overlay, err)
+	}
+	objs, err := DecodeObjects(out)
+	if err != nil {
+		return nil, fmt.Errorf("decoding config/%s: %w", overlay, err)
+	}
+	return objs, nil
+}
+
+// DecodeObjects decodes every object of a YAML or JSON stream of
+// manifests, skipping empty documents.
+func DecodeObjects(manifests []byte) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return objs, nil
+		} else if err != nil {
+			return nil, err
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
 }
 
 // WriteKubeconfig writes to path a kubeconfig that impersonates the
@@ -164,30 +196,36 @@ func serverURL(raw, server string) (string, error) {
 	return u.String(), nil
 }
 
-// managerEnv returns the literal environment of Deployment d's manager
-// container, "NAME=value".
-func managerEnv(d *unstructured.Unstructured) ([]string, error) {
+// managerContainer returns the literal environment ("NAME=value") and
+// the arguments after the `manager` command of Deployment d's manager
+// container.
+func managerContainer(d *unstructured.Unstructured) (env, args []string, err error) {
 	containers, _, err := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []string
 	for _, c := range containers {
 		c, ok := c.(map[string]any)
 		if !ok || c["name"] != "manager" {
 			continue
 		}
-		env, _, err := unstructured.NestedSlice(c, "env")
+		vars, _, err := unstructured.NestedSlice(c, "env")
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		for _, e := range env {
+		for _, e := range vars {
 			if e, ok := e.(map[string]any); ok && e["valueFrom"] == nil {
-				out = append(out, fmt.Sprintf("%v=%v", e["name"], e["value"]))
+				env = append(env, fmt.Sprintf("%v=%v", e["name"], e["value"]))
 			}
 		}
+		if args, _, err = unstructured.NestedStringSlice(c, "args"); err != nil {
+			return nil, nil, err
+		}
+		if len(args) > 0 && args[0] == "manager" {
+			args = args[1:]
+		}
 	}
-	return out, nil
+	return env, args, nil
 }
 
 // ClientAs is a client of env's API server that impersonates user in

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -436,4 +437,22 @@ func MustBuildGatefold(t testing.TB) string {
 		t.Fatalf("Building gatefold: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// listenFlags are the flags that say where a replica listens.
+var listenFlags = []string{"webhook-port", "health-probe-bind-address", "metrics-bind-address"}
+
+// LocalArgs is args as installed (Installed.Args) without the flags that
+// say where to listen, so that Start picks free loopback addresses.
+func LocalArgs(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		name, _, _ := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !slices.Contains(listenFlags, name) {
+			out = append(out, args[i])
+		} else if !strings.Contains(args[i], "=") {
+			i++ // the flag's value is the next argument
+		}
+	}
+	return out
 }
