@@ -30,6 +30,29 @@ func PointWebhooksAt(t testing.TB, c client.Client, base string) {
 
 // pointWebhooks is PointWebhooksAt without a test.
 func pointWebhooks(ctx context.Context, c client.Client, base string) error {
+	return setClientConfigs(ctx, c, func(path string, _ []byte) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + path)}
+	})
+}
+
+// PointWebhooksAtService undoes PointWebhooksAt: the webhooks call Service
+// gatefold-webhook-service in namespace again, as installed, keeping their
+// caBundle; an upgrade of the installation then finds them as it left them.
+func PointWebhooksAtService(t testing.TB, c client.Client, namespace string) {
+	t.Helper()
+	err := setClientConfigs(context.Background(), c, func(path string, caBundle []byte) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{CABundle: caBundle, Service: &admissionregistrationv1.ServiceReference{
+			Name: "gatefold-webhook-service", Namespace: namespace, Path: ptr.To(path), Port: ptr.To[int32](443)}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setClientConfigs sets the client configuration of every webhook of
+// gatefold's two configurations to what config returns for its path and
+// its caBundle.
+func setClientConfigs(ctx context.Context, c client.Client, config func(path string, caBundle []byte) admissionregistrationv1.WebhookClientConfig) error {
 	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
 	if err := c.Get(ctx, client.ObjectKey{Name: "gatefold-mutating-webhook-configuration"}, m); err != nil {
 		return err
@@ -39,7 +62,7 @@ func pointWebhooks(ctx context.Context, c client.Client, base string) error {
 		if err != nil {
 			return err
 		}
-		m.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + path)}
+		m.Webhooks[i].ClientConfig = config(path, m.Webhooks[i].ClientConfig.CABundle)
 	}
 	if err := c.Update(ctx, m, client.FieldOwner(urlFieldManager)); err != nil {
 		return err
@@ -53,7 +76,7 @@ func pointWebhooks(ctx context.Context, c client.Client, base string) error {
 		if err != nil {
 			return err
 		}
-		v.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + path)}
+		v.Webhooks[i].ClientConfig = config(path, v.Webhooks[i].ClientConfig.CABundle)
 	}
 	return c.Update(ctx, v, client.FieldOwner(urlFieldManager))
 }

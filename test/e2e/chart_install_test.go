@@ -1,0 +1,215 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+
+	"github.com/gatefold/gatefold/api/v1alpha1"
+	"github.com/gatefold/gatefold/internal/devenv"
+	"github.com/gatefold/gatefold/test/fixture"
+	"github.com/gatefold/gatefold/test/testenv"
+)
+
+// TestChartInstallUpgradeUninstall installs charts/gatefold with Helm's SDK
+// in self-signed mode, as a user does, runs gatefold as installed (the
+// chart's ServiceAccount, the Deployment's args and env, the webhooks
+// pointed at it), upgrades the release and uninstalls it, then removes
+// what gatefold made as docs/operations.md says.
+func TestChartInstallUpgradeUninstall(t *testing.T) {
+	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t)})
+	c := env.Client
+	ctx := context.Background()
+	cfg := &action.Configuration{}
+	if err := cfg.Init(kube.GetConfig(kubeconfig, "", testenv.ChartNamespace), testenv.ChartNamespace, "secret", t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	chrt, err := testenv.LoadChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	install := action.NewInstall(cfg)
+	install.ReleaseName, install.Namespace, install.CreateNamespace = testenv.ChartRelease, testenv.ChartNamespace, true
+	rel, err := install.Run(chrt, selfSignedValues)
+	if err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+	rendered := releaseObjects(t, rel)
+	checkExist(t, c, rendered)
+	installed, err := testenv.Describe(env, "charts/gatefold", rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if installed.User != "system:serviceaccount:gatefold-system:gatefold-controller-manager" {
+		t.Errorf("The chart's manager runs as %s, not the ServiceAccount the webhooks' matchConditions name", installed.User)
+	}
+	replicas := testenv.MustStart(t, env, testenv.Gatefold{Installed: installed, PointWebhooks: true,
+		Binary: testenv.MustBuildGatefold(t), Env: []string{"POD_NAMESPACE=" + installNamespace},
+		// A check period short enough to inject the CA bundle again soon
+		// after the webhooks are pointed again, after the upgrade.
+		Args: append(testenv.LocalArgs(installed.Args), "--webhook-cert-hosts=127.0.0.1", "--cert-check-period=1s")})
+
+	var gw *gwv1.Gateway
+	t.Run("installed: the webhooks answer and a fragment is folded", func(t *testing.T) {
+		gw = checkFragmentAdmission(t, c)
+		lf := &v1alpha1.ListenerFragment{}
+		get(t, c, client.ObjectKey{Namespace: "shop", Name: "first"}, lf)
+		waitListenerNames(t, c, lf, "web")
+		get(t, c, client.ObjectKeyFromObject(lf), lf)
+		if !meta.IsStatusConditionTrue(lf.Status.Conditions, string(v1alpha1.FragmentConditionAccepted)) {
+			t.Errorf("The folded fragment is not Accepted: %+v", lf.Status.Conditions)
+		}
+		current := &gwv1.Gateway{}
+		get(t, c, client.ObjectKeyFromObject(gw), current)
+		if !slices.ContainsFunc(current.Spec.Listeners, func(l gwv1.Listener) bool {
+			return l.Name == v1alpha1.ListenerName("shop", "first", "web")
+		}) {
+			t.Errorf("Gateway infra/%s lacks the folded listener: %+v", gw.Name, current.Spec.Listeners)
+		}
+	})
+
+	t.Run("upgrade: two replicas, a PDB, an extra arg", func(t *testing.T) {
+		// In a cluster the webhooks call the Service, as the release left them.
+		testenv.PointWebhooksAtService(t, c, installNamespace)
+		upgrade := action.NewUpgrade(cfg)
+		upgrade.Namespace = testenv.ChartNamespace
+		values := map[string]any{"certificates": selfSignedValues["certificates"], "replicaCount": 2, "extraArgs": []any{"--merger-workers=8"}}
+		rel, err := upgrade.Run(testenv.ChartRelease, chrt, values)
+		if err != nil {
+			t.Fatalf("helm upgrade: %v", err)
+		}
+		if rel.Version != 2 {
+			t.Errorf("The upgraded release is revision %d, want 2", rel.Version)
+		}
+		rendered = append(rendered, releaseObjects(t, rel)...)
+		d := &appsv1.Deployment{}
+		get(t, c, client.ObjectKey{Namespace: installNamespace, Name: "gatefold-controller-manager"}, d)
+		if ptr.Deref(d.Spec.Replicas, 0) != 2 || !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--merger-workers=8") {
+			t.Errorf("After the upgrade the Deployment has %v replicas and args %v, want 2 and --merger-workers=8",
+				ptr.Deref(d.Spec.Replicas, 0), d.Spec.Template.Spec.Containers[0].Args)
+		}
+		get(t, c, client.ObjectKey{Namespace: installNamespace, Name: "gatefold-controller-manager"}, &policyv1.PodDisruptionBudget{})
+
+		// Pointed again, the webhooks answer once gatefold has injected its
+		// CA bundle again (--cert-check-period).
+		testenv.PointWebhooksAt(t, c, "https://"+replicas[0].WebhookAddr)
+		testenv.Eventually(t, servedWithin, func() error {
+			dup := fixture.Fragment("shop", "copy", gw, fixture.HTTPS("web", "App.Example.com"))
+			if err := c.Create(ctx, dup, client.DryRunAll); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "Duplicate value") {
+				return fmt.Errorf("after the upgrade a duplicate, defaulted to lower case, is %v, want denied as a duplicate", err)
+			}
+			return nil
+		})
+	})
+
+	t.Run("uninstall: nothing the chart made is left", func(t *testing.T) {
+		// Helm deletes the Deployment, whose pods stop.
+		if err := testenv.StopAll(replicas); err != nil {
+			t.Error(err)
+		}
+		if _, err := action.NewUninstall(cfg).Run(testenv.ChartRelease); err != nil {
+			t.Fatalf("helm uninstall: %v", err)
+		}
+		if _, err := action.NewGet(cfg).Run(testenv.ChartRelease); !errors.Is(err, driver.ErrReleaseNotFound) {
+			t.Errorf("After helm uninstall the release is %v, want not found", err)
+		}
+		for _, o := range rendered {
+			if o.GetKind() == "CustomResourceDefinition" {
+				continue
+			}
+			err := c.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopy())
+			if !apierrors.IsNotFound(err) {
+				t.Errorf("After helm uninstall %s %s is left: %v", o.GetKind(), client.ObjectKeyFromObject(o), err)
+			}
+		}
+		secrets := &corev1.SecretList{}
+		if err := c.List(ctx, secrets, client.InNamespace(installNamespace), client.MatchingLabels{"owner": "helm"}); err != nil || len(secrets.Items) > 0 {
+			t.Errorf("After helm uninstall Helm's release Secrets are left: %d (%v)", len(secrets.Items), err)
+		}
+
+		// Helm keeps the CRDs of crds/; docs/operations.md: delete it, then
+		// run config/uninstall-leftovers.sh.
+		crd := &unstructured.Unstructured{}
+		crd.SetAPIVersion("apiextensions.k8s.io/v1")
+		crd.SetKind("CustomResourceDefinition")
+		crd.SetName("listenerfragments.gatefold.dev")
+		if err := c.Delete(ctx, crd); err != nil {
+			t.Fatalf("Deleting the CRD Helm keeps: %v", err)
+		}
+		testenv.Eventually(t, servedWithin, func() error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(crd), crd.DeepCopy()); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("waiting for the CRD to be deleted; last: %v", err)
+			}
+			return nil
+		})
+		leftovers(t, env, kubeconfig)
+		gw := &gwv1.Gateway{}
+		get(t, c, client.ObjectKey{Namespace: "infra", Name: fixture.Gateway("infra", gwv1.NamespacesFromAll).Name}, gw)
+		var names []gwv1.SectionName
+		for _, l := range gw.Spec.Listeners {
+			names = append(names, l.Name)
+		}
+		if slices.Contains(names, v1alpha1.ListenerName("shop", "first", "web")) {
+			t.Errorf("After uninstall-leftovers.sh the Gateway keeps the folded listener: %v", names)
+		}
+	})
+}
+
+// releaseObjects decodes the objects of a release's manifest.
+func releaseObjects(t *testing.T, rel *release.Release) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := testenv.DecodeObjects([]byte(rel.Manifest))
+	if err != nil {
+		t.Fatalf("Decoding the manifest of release %s: %v", rel.Name, err)
+	}
+	return objs
+}
+
+// checkExist checks that each of objs is in the cluster.
+func checkExist(t *testing.T, c client.Client, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(o), o.DeepCopy()); err != nil {
+			t.Errorf("%s %s the chart renders is not in the cluster: %v", o.GetKind(), client.ObjectKeyFromObject(o), err)
+		}
+	}
+}
+
+// leftovers runs config/uninstall-leftovers.sh with the control plane's
+// kubectl, as the administrator.
+func leftovers(t *testing.T, env *devenv.Env, kubeconfig string) {
+	t.Helper()
+	root, err := devenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", filepath.Join(root, "config", "uninstall-leftovers.sh"))
+	cmd.Env = append(os.Environ(), "KUBECTL="+filepath.Join(env.AssetsDir, "kubectl"), "KUBECONFIG="+kubeconfig)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("config/uninstall-leftovers.sh: %v\n%s", err, out)
+	}
+	t.Logf("config/uninstall-leftovers.sh:\n%s", out)
+}
