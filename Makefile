@@ -236,7 +236,7 @@ manifests: ## Generate the CRDs (standard channel fields only), RBAC and webhook
 
 GENERATED_SUM = find api config -type f \( -name 'zz_generated.*' -o -path 'api/*/applyconfiguration/*' -o -path 'config/crd/bases/*' \
 	-o -path config/rbac/role.yaml -o -path config/webhook/manifests.yaml \) | sort | xargs sha256sum; \
-	find charts/gatefold -type f \( -path 'charts/gatefold/crds/*' -o -name _generated.tpl -o -name Chart.yaml \) | sort | xargs sha256sum
+	find charts/gatefold -type f \( -path 'charts/gatefold/crds/*' -o -name _generated.tpl -o -name clusterroles.yaml -o -name Chart.yaml \) | sort | xargs sha256sum
 
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files are stale

@@ -5,9 +5,12 @@
 //	go run ./hack/chart lint       # make lint: helm lint, strict, with each ci/*-values.yaml
 //
 // generate copies the CRDs into crds/, sets Chart.yaml's appVersion to the
-// image tag config/manager names, and writes templates/_generated.tpl: the
+// image tag config/manager names, and writes templates/_generated.tpl (the
 // manager's and self-signed mode's RBAC rules and the webhooks, as
-// controller-gen wrote them into config/. It is never linked into gatefold.
+// controller-gen wrote them into config/) and templates/clusterroles.yaml
+// (config/rbac's ClusterRoles written by hand: metrics, tenants). The
+// templates include them; TestChartRendersOverlays compares the whole.
+// It is never linked into gatefold.
 package main
 
 import (
