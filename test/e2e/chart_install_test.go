@@ -74,6 +74,14 @@ func TestChartInstallUpgradeUninstall(t *testing.T) {
 	var gw *gwv1.Gateway
 	t.Run("installed: the webhooks answer and a fragment is folded", func(t *testing.T) {
 		gw = checkFragmentAdmission(t, c)
+		// An upper-case hostname needs defaulting, so the mutating webhook
+		// is called (its matchConditions skip a fragment that needs none).
+		upper := fixture.Fragment("shop", "upper", gw, fixture.HTTPS("web", "Upper.Example.com"))
+		upper.Spec.ParentRef.Namespace = ptr.To(gwv1.Namespace("infra"))
+		create(t, c, upper)
+		if h := upper.Spec.Listeners[0].Hostname; h == nil || *h != "upper.example.com" {
+			t.Errorf("The fragment was stored with hostname %v, want it defaulted to upper.example.com", ptrString(h))
+		}
 		lf := &v1alpha1.ListenerFragment{}
 		get(t, c, client.ObjectKey{Namespace: "shop", Name: "first"}, lf)
 		waitListenerNames(t, c, lf, "web")
@@ -135,7 +143,7 @@ func TestChartInstallUpgradeUninstall(t *testing.T) {
 		if _, err := action.NewGet(cfg).Run(testenv.ChartRelease); !errors.Is(err, driver.ErrReleaseNotFound) {
 			t.Errorf("After helm uninstall the release is %v, want not found", err)
 		}
-		for _, o := range rendered {
+		for _, o := range byKey(rendered) {
 			if o.GetKind() == "CustomResourceDefinition" {
 				continue
 			}
@@ -180,7 +188,7 @@ func TestChartInstallUpgradeUninstall(t *testing.T) {
 // releaseObjects decodes the objects of a release's manifest.
 func releaseObjects(t *testing.T, rel *release.Release) []*unstructured.Unstructured {
 	t.Helper()
-	objs, err := testenv.DecodeObjects([]byte(rel.Manifest))
+	objs, err := devenv.DecodeObjects([]byte(rel.Manifest))
 	if err != nil {
 		t.Fatalf("Decoding the manifest of release %s: %v", rel.Name, err)
 	}

@@ -47,5 +47,5 @@ func RenderChart(values map[string]any) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rendering charts/gatefold: %w", err)
 	}
-	return DecodeObjects([]byte(rel.Manifest))
+	return devenv.DecodeObjects([]byte(rel.Manifest))
 }

@@ -1,11 +1,8 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -15,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -130,29 +126,11 @@ func RenderOverlay(assetsDir, overlay string) ([]*unstructured.Unstructured, err
 	if err != nil {
 		return nil, fmt.Errorf("rendering config/%s with kubectl kustomize: %w", overlay, err)
 	}
-	objs, err := DecodeObjects(out)
+	objs, err := devenv.DecodeObjects(out)
 	if err != nil {
 		return nil, fmt.Errorf("decoding config/%s: %w", overlay, err)
 	}
 	return objs, nil
-}
-
-// DecodeObjects decodes every object of a YAML or JSON stream of
-// manifests, skipping empty documents.
-func DecodeObjects(manifests []byte) ([]*unstructured.Unstructured, error) {
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			return objs, nil
-		} else if err != nil {
-			return nil, err
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
-	}
 }
 
 // WriteKubeconfig writes to path a kubeconfig that impersonates the
