@@ -16,12 +16,16 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	cmclient "github.com/cert-manager/cert-manager/pkg/client/clientset/versioned"
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
@@ -41,27 +45,8 @@ func TestChartInstallUpgradeUninstall(t *testing.T) {
 	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t)})
 	c := env.Client
 	ctx := context.Background()
-	cfg := &action.Configuration{}
-	if err := cfg.Init(kube.GetConfig(kubeconfig, "", testenv.ChartNamespace), testenv.ChartNamespace, "secret", t.Logf); err != nil {
-		t.Fatal(err)
-	}
-	chrt, err := testenv.LoadChart()
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	install := action.NewInstall(cfg)
-	install.ReleaseName, install.Namespace, install.CreateNamespace = testenv.ChartRelease, testenv.ChartNamespace, true
-	rel, err := install.Run(chrt, selfSignedValues)
-	if err != nil {
-		t.Fatalf("helm install: %v", err)
-	}
-	rendered := releaseObjects(t, rel)
-	checkExist(t, c, rendered)
-	installed, err := testenv.Describe(env, "charts/gatefold", rendered)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, chrt := helmConfig(t, kubeconfig)
+	rendered, installed := helmInstall(t, env, cfg, chrt, selfSignedValues)
 	if installed.User != "system:serviceaccount:gatefold-system:gatefold-controller-manager" {
 		t.Errorf("The chart's manager runs as %s, not the ServiceAccount the webhooks' matchConditions name", installed.User)
 	}
@@ -183,6 +168,87 @@ func TestChartInstallUpgradeUninstall(t *testing.T) {
 			t.Errorf("After uninstall-leftovers.sh the Gateway keeps the folded listener: %v", names)
 		}
 	})
+}
+
+// TestChartWithCertManager installs charts/gatefold with Helm's SDK with
+// its default values: cert-manager, running in process as in
+// TestCertManagerIssuesTheWebhookCertificate, issues the chart's
+// Certificate from the chart's Issuer and injects its CA into the chart's
+// webhook configurations, and gatefold, run as installed, serves it.
+func TestChartWithCertManager(t *testing.T) {
+	env, kubeconfig := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t)})
+	c, ctx := env.Client, context.Background()
+	kubectl(t, env, kubeconfig, "apply", "--server-side", "-f", certManagerCRDs(t))
+	cfg, chrt := helmConfig(t, kubeconfig)
+	_, installed := helmInstall(t, env, cfg, chrt, nil)
+	cm, err := cmclient.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The webhooks are called by URL on loopback (see
+	// TestCertManagerIssuesTheWebhookCertificate).
+	if _, err := cm.CertmanagerV1().Certificates(installNamespace).Patch(ctx, servingCertificate, types.MergePatchType,
+		[]byte(`{"spec":{"ipAddresses":["127.0.0.1"]}}`), metav1.PatchOptions{FieldManager: "gatefold-test"}); err != nil {
+		t.Fatal(err)
+	}
+	startCertManager(t, kubeconfig)
+	dir := t.TempDir()
+	mountSecret(t, c, client.ObjectKey{Namespace: installNamespace, Name: servingSecret}, dir, 0)
+	args := slices.DeleteFunc(testenv.LocalArgs(installed.Args), func(a string) bool { return strings.HasPrefix(a, "--webhook-cert-dir=") })
+	if !slices.Contains(installed.Args, "--cert-mode=cert-manager") || len(args) == len(testenv.LocalArgs(installed.Args)) {
+		t.Fatalf("The chart's manager args %v do not serve cert-manager's certificate from a folder", installed.Args)
+	}
+	testenv.MustStart(t, env, testenv.Gatefold{Installed: installed, PointWebhooks: true,
+		Binary: testenv.MustBuildGatefold(t), Env: []string{"POD_NAMESPACE=" + installNamespace},
+		Args: append(args, "--webhook-cert-dir="+dir)})
+	// Only now: pointing the webhooks rewrites them whole.
+	startCAInjector(t, env.Config)
+	waitCertificateReady(t, cm, servingCertificate, 0)
+	testenv.Eventually(t, servedWithin, func() error {
+		_, bundles := webhookBundles(t, c)
+		for _, b := range bundles {
+			if len(b) == 0 {
+				return errors.New("waiting for cert-manager to inject its CA into every webhook")
+			}
+		}
+		return nil
+	})
+	checkFragmentAdmission(t, c)
+}
+
+// helmConfig is Helm's action configuration on the control plane of the
+// administrator's kubeconfig, releases in ChartNamespace, and the chart.
+func helmConfig(t *testing.T, kubeconfig string) (*action.Configuration, *chart.Chart) {
+	t.Helper()
+	cfg := &action.Configuration{}
+	if err := cfg.Init(kube.GetConfig(kubeconfig, "", testenv.ChartNamespace), testenv.ChartNamespace, "secret", t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	chrt, err := testenv.LoadChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, chrt
+}
+
+// helmInstall installs the chart with values, as helm install
+// --create-namespace does, checks that every object it rendered is in the
+// cluster, and returns them and the installation they describe.
+func helmInstall(t *testing.T, env *devenv.Env, cfg *action.Configuration, chrt *chart.Chart, values map[string]any) ([]*unstructured.Unstructured, *testenv.Installed) {
+	t.Helper()
+	install := action.NewInstall(cfg)
+	install.ReleaseName, install.Namespace, install.CreateNamespace = testenv.ChartRelease, testenv.ChartNamespace, true
+	rel, err := install.Run(chrt, values)
+	if err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+	rendered := releaseObjects(t, rel)
+	checkExist(t, env.Client, rendered)
+	installed, err := testenv.Describe(env, "charts/gatefold", rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rendered, installed
 }
 
 // releaseObjects decodes the objects of a release's manifest.
