@@ -407,7 +407,7 @@ func (r *Reconciler) targets(ctx context.Context, in *fold.Input, res fold.Resul
 	if len(res.Siblings) == 0 && res.ListenerSetGateway == nil {
 		return ts, nil
 	}
-	spec, err := r.headSpecOf(ctx, in.Gateway, in.Managed)
+	spec, err := r.headSpecOf(ctx, in.Gateway)
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/rules"
 )
 
 // headSpec is what a head's siblings copy from it, read whole from the API
@@ -64,7 +65,7 @@ func (m *headSpecMemo) forget(key types.NamespacedName) {
 
 // headSpecOf returns head's headSpec, read from the API server once per
 // generation of the head; the cache holds only what the Go types know.
-func (r *Reconciler) headSpecOf(ctx context.Context, head *gwv1.Gateway, managed sets.Set[gwv1.SectionName]) (*headSpec, error) {
+func (r *Reconciler) headSpecOf(ctx context.Context, head *gwv1.Gateway) (*headSpec, error) {
 	key := client.ObjectKeyFromObject(head)
 	if s := r.headSpecs.recall(key, head.Generation); s != nil {
 		return s, nil
@@ -73,7 +74,7 @@ func (r *Reconciler) headSpecOf(ctx context.Context, head *gwv1.Gateway, managed
 	if err != nil {
 		return nil, err
 	}
-	s, err := newHeadSpec(u, managed)
+	s, err := newHeadSpec(u)
 	if err != nil {
 		return nil, fmt.Errorf("reading Gateway %s whole: %w", key, err)
 	}
@@ -93,9 +94,14 @@ func (r *Reconciler) readWhole(ctx context.Context, key types.NamespacedName) (*
 	return u, nil
 }
 
-// newHeadSpec is the headSpec of head as stored; managed are the listeners
-// gatefold folded into it.
-func newHeadSpec(head *unstructured.Unstructured, managed sets.Set[gwv1.SectionName]) (*headSpec, error) {
+// newHeadSpec is the headSpec of head as stored; its managedFields say
+// which listeners gatefold folded into it.
+func newHeadSpec(head *unstructured.Unstructured) (*headSpec, error) {
+	typed := &gwv1.Gateway{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(head.Object, typed); err != nil {
+		return nil, err
+	}
+	managed := rules.ManagedListeners(typed)
 	spec, _, err := unstructured.NestedMap(head.Object, "spec")
 	if err != nil {
 		return nil, err

@@ -3,12 +3,14 @@ package merger
 import (
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/test/fixture"
 )
 
@@ -17,7 +19,8 @@ func TestHeadSpecCarriesWhatTheTypesLack(t *testing.T) {
 	folded := fixture.Own("folded", 443, gwv1.HTTPSProtocolType, "a.example.com")
 	head := fixture.PoolHead("ns", gwv1.NamespacesFromSame, own, folded)
 	head.Spec.Addresses = []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.IPAddressType), Value: "10.0.0.1"}, {Type: ptr.To(gwv1.HostnameAddressType)}}
-	managed := sets.New[gwv1.SectionName]("folded")
+	head.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply,
+		FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:listeners":{"k:{\"name\":\"folded\"}":{}}}}`)}}
 
 	for name, tc := range map[string]struct {
 		edit      func(spec map[string]any)
@@ -36,7 +39,7 @@ func TestHeadSpecCarriesWhatTheTypesLack(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.edit(raw["spec"].(map[string]any))
-			s, err := newHeadSpec(&unstructured.Unstructured{Object: raw}, managed)
+			s, err := newHeadSpec(&unstructured.Unstructured{Object: raw})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,7 +86,7 @@ func TestHeadSpecDigestFollowsTheStoredSpec(t *testing.T) {
 			t.Fatal(err)
 		}
 		edit(raw["spec"].(map[string]any))
-		s, err := newHeadSpec(&unstructured.Unstructured{Object: raw}, sets.New[gwv1.SectionName]())
+		s, err := newHeadSpec(&unstructured.Unstructured{Object: raw})
 		if err != nil {
 			t.Fatal(err)
 		}
