@@ -1,5 +1,5 @@
 # Build a static gatefold binary, then ship it alone on distroless as nonroot.
-FROM golang:1.26 AS build
+FROM golang:1.27 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
