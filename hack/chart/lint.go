@@ -7,14 +7,15 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
-)
 
-// lintNamespace is the namespace the chart is linted for, the overlays'.
-const lintNamespace = "gatefold-system"
+	"github.com/gatefold/gatefold/test/testenv"
+)
 
 // lint runs helm lint --strict on chart with its default values and with
 // each ci/*-values.yaml, the documented combinations, and fails on any
-// warning or error, as helm lint --strict does.
+// warning or error, as helm lint --strict does; then renders the chart with
+// each as helm template does, which fails where a template calls fail (lint
+// only reports those).
 func lint(chart string) error {
 	files, err := filepath.Glob(filepath.Join(chart, "ci", "*-values.yaml"))
 	if err != nil {
@@ -29,7 +30,7 @@ func lint(chart string) error {
 			}
 		}
 		l := action.NewLint()
-		l.Strict, l.Namespace = true, lintNamespace
+		l.Strict, l.Namespace = true, testenv.ChartNamespace
 		res := l.Run([]string{chart}, vals)
 		name := "default values"
 		if file != "" {
@@ -39,8 +40,12 @@ func lint(chart string) error {
 		for _, e := range res.Errors {
 			errs = append(errs, fmt.Errorf("helm lint --strict %s (%s): %w", chart, name, e))
 		}
-		if len(res.Errors) == 0 {
-			fmt.Printf("helm lint --strict %s (%s): ok\n", chart, name)
+		_, err := testenv.RenderChart(vals)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("helm template %s (%s): %w", chart, name, err))
+		}
+		if len(res.Errors) == 0 && err == nil {
+			fmt.Printf("helm lint --strict and helm template %s (%s): ok\n", chart, name)
 		}
 	}
 	return errors.Join(errs...)

@@ -2,7 +2,7 @@
 // for the Makefile:
 //
 //	go run ./hack/chart generate   # make manifests: the chart's generated files
-//	go run ./hack/chart lint       # make lint: helm lint, strict, with each ci/*-values.yaml
+//	go run ./hack/chart lint       # make lint: helm lint --strict and helm template, with each ci/*-values.yaml
 //
 // generate copies the CRDs into crds/, sets Chart.yaml's appVersion to the
 // image tag config/manager names, and writes templates/_generated.tpl (the
