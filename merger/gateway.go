@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
@@ -405,6 +406,7 @@ type target struct {
 func (r *Reconciler) targets(ctx context.Context, in *fold.Input, res fold.Result) ([]target, error) {
 	ts := []target{{key: client.ObjectKeyFromObject(in.Gateway), gw: in.Gateway, managed: in.Managed, listeners: res.Listeners}}
 	if len(res.Siblings) == 0 && res.ListenerSetGateway == nil {
+		r.headSpecs.forget(ts[0].key)
 		return ts, nil
 	}
 	spec, err := r.headSpecOf(ctx, in.Gateway)
@@ -420,6 +422,16 @@ func (r *Reconciler) targets(ctx context.Context, in *fold.Input, res fold.Resul
 			head: in.Gateway, spec: spec, listeners: s.Listeners, listenerSets: true})
 	}
 	return ts, nil
+}
+
+// digest is what the target's head-spec annotation says once it is written
+// from the head's current spec: a sibling copies the head's own listeners,
+// the Gateway of its ListenerSets does not.
+func (t target) digest() string {
+	if t.listenerSets {
+		return t.spec.restDigest
+	}
+	return t.spec.digest
 }
 
 // desired are the listeners gatefold writes to the target: a sibling
@@ -448,12 +460,17 @@ func (t target) removes() bool {
 
 // changed reports whether applying the target would change its Gateway: a
 // steady state makes no request at all. A sibling written from another
-// headSpec than the current one changes, whatever its fields.
+// headSpec than the current one changes, whatever its fields; one without
+// the annotation (written before gatefold kept one) only when the head has
+// fields the Go types lack.
 func (t target) changed() bool {
 	if t.head == nil {
 		return listenersChanged(t.gw, t.managed, t.listeners)
 	}
-	if t.gw == nil || t.gw.Annotations[v1alpha1.HeadSpecAnnotation] != t.spec.digest {
+	if t.gw == nil {
+		return true
+	}
+	if got, ok := t.gw.Annotations[v1alpha1.HeadSpecAnnotation]; (ok || !t.spec.typed) && got != t.digest() {
 		return true
 	}
 	want := siblingSpec(t.head, nil)
@@ -542,7 +559,7 @@ func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv
 		gw = t.gw.DeepCopy()
 		kept = slices.DeleteFunc(slices.Clone(gw.Spec.Listeners), func(l gwv1.Listener) bool { return t.managed.Has(l.Name) })
 	}
-	if len(kept) > 0 {
+	if len(kept) > 0 && !dryRun {
 		var err error
 		if current, err = r.readWhole(ctx, t.key); err != nil {
 			return err
@@ -561,7 +578,7 @@ func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv
 	if gw.Annotations == nil {
 		gw.Annotations = map[string]string{}
 	}
-	gw.Annotations[v1alpha1.HeadSpecAnnotation] = t.spec.digest
+	gw.Annotations[v1alpha1.HeadSpecAnnotation] = t.digest()
 	gw.OwnerReferences = slices.DeleteFunc(gw.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == t.head.UID })
 	gw.OwnerReferences = append(gw.OwnerReferences, metav1.OwnerReference{APIVersion: gwv1.GroupVersion.String(), Kind: "Gateway", Name: t.head.Name, UID: t.head.UID, Controller: ptr.To(true)})
 	gw.Spec = siblingSpec(t.head, slices.Concat(t.own, listeners, kept))
@@ -569,24 +586,9 @@ func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv
 	if err != nil {
 		return err
 	}
-	opts := []client.CreateOption{client.FieldOwner(v1alpha1.FieldManager)}
-	if dryRun {
-		opts = append(opts, client.DryRunAll, client.DisableReadYourWritesConsistency)
-	} else if err := r.fenced(); err != nil {
-		return err
-	}
 	if t.gw == nil {
-		typed, err := typedOnly(gw.Spec, stored)
-		if err != nil {
+		if err := r.createSibling(ctx, gw, stored, dryRun); err != nil || dryRun {
 			return err
-		}
-		if err := r.Client.Create(ctx, gw, opts...); err != nil || dryRun {
-			return err
-		}
-		if !typed {
-			if err := r.patchSibling(ctx, gw, gw.ResourceVersion, stored, false); err != nil {
-				return err
-			}
 		}
 		if t.listenerSets {
 			log.FromContext(ctx).Info("Created the Gateway of a Gateway's ListenerSets", "gateway", klog.KObj(t.head), "listenerSetGateway", t.key.Name)
@@ -599,11 +601,58 @@ func (r *Reconciler) writeSibling(ctx context.Context, t target, listeners []gwv
 		r.applied(ctx, t, false, len(listeners))
 		return nil
 	}
+	if !dryRun {
+		if err := r.fenced(); err != nil {
+			return err
+		}
+	}
 	if err := r.patchSibling(ctx, gw, t.gw.ResourceVersion, stored, dryRun); err != nil || dryRun {
 		return err
 	}
 	r.applied(ctx, t, gw.ResourceVersion == t.gw.ResourceVersion, len(listeners))
 	return nil
+}
+
+// createSibling creates sibling gw, whose spec as stored is stored. When the
+// Go types cannot carry all of it, a fenced patch follows that writes it
+// whole; the create leaves out the head-spec annotation, which the patch
+// adds, so a sibling whose patch failed is written again by the next fold.
+// A dry run sends the whole object at once.
+func (r *Reconciler) createSibling(ctx context.Context, gw *gwv1.Gateway, stored map[string]any, dryRun bool) error {
+	typed, err := typedOnly(gw.Spec, stored)
+	if err != nil {
+		return err
+	}
+	opts := []client.CreateOption{client.FieldOwner(v1alpha1.FieldManager)}
+	if dryRun {
+		// An unstructured write, which read-your-writes must not follow: it
+		// would start an informer of every Gateway as unstructured.
+		opts = append(opts, client.DryRunAll, client.DisableReadYourWritesConsistency)
+		if typed {
+			return r.Client.Create(ctx, gw, opts...)
+		}
+		whole, err := runtime.DefaultUnstructuredConverter.ToUnstructured(gw)
+		if err != nil {
+			return fmt.Errorf("encoding Gateway %s: %w", gw.Name, err)
+		}
+		whole["spec"] = stored
+		return r.Client.Create(ctx, &unstructured.Unstructured{Object: whole}, opts...)
+	}
+	if err := r.fenced(); err != nil {
+		return err
+	}
+	digest := gw.Annotations[v1alpha1.HeadSpecAnnotation]
+	if !typed {
+		delete(gw.Annotations, v1alpha1.HeadSpecAnnotation)
+	}
+	if err := r.Client.Create(ctx, gw, opts...); err != nil || typed {
+		return err
+	}
+	if err := r.fenced(); err != nil {
+		return err
+	}
+	metav1.SetMetaDataAnnotation(&gw.ObjectMeta, v1alpha1.HeadSpecAnnotation, digest)
+	return r.patchSibling(ctx, gw, gw.ResourceVersion, stored, false)
 }
 
 // patchSibling replaces the sibling's labels, annotations, ownerReferences

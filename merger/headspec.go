@@ -28,9 +28,12 @@ type headSpec struct {
 	rest map[string]any
 	// own are the head's listeners gatefold did not fold, by name.
 	own map[gwv1.SectionName]map[string]any
-	// digest identifies rest and own; a sibling written from them carries it
-	// (v1alpha1.HeadSpecAnnotation).
-	digest string
+	// digest identifies rest and own, restDigest rest alone; a Gateway
+	// written from them carries the one it copies (target.digest).
+	digest, restDigest string
+	// typed says whether gatefold's Go types hold every field of the head's
+	// spec.
+	typed bool
 }
 
 // headSpecMemo keeps each head's last headSpec until its generation moves.
@@ -106,7 +109,12 @@ func newHeadSpec(head *unstructured.Unstructured) (*headSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &headSpec{generation: head.GetGeneration(), rest: spec, own: map[gwv1.SectionName]map[string]any{}}
+	known, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&typed.Spec)
+	if err != nil {
+		return nil, err
+	}
+	s := &headSpec{generation: head.GetGeneration(), rest: spec, own: map[gwv1.SectionName]map[string]any{},
+		typed: equality.Semantic.DeepEqual(known, spec)}
 	listeners, _ := spec["listeners"].([]any)
 	delete(spec, "listeners")
 	var own []any
@@ -129,13 +137,23 @@ func newHeadSpec(head *unstructured.Unstructured) (*headSpec, error) {
 	if len(addresses) > 0 {
 		spec["addresses"] = addresses
 	}
-	raw, err := json.Marshal(map[string]any{"spec": spec, "own": own})
-	if err != nil {
+	if s.digest, err = digestOf(map[string]any{"spec": spec, "own": own}); err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(raw)
-	s.digest = hex.EncodeToString(sum[:8])
+	if s.restDigest, err = digestOf(map[string]any{"spec": spec}); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// digestOf is a short digest of v's JSON, whose maps' keys are sorted.
+func digestOf(v any) (string, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:8]), nil
 }
 
 // storedSpec is a sibling's spec as stored: the head's (spec.rest), and its

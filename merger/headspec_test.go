@@ -43,6 +43,9 @@ func TestHeadSpecCarriesWhatTheTypesLack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if s.typed != tc.typedOnly {
+				t.Errorf("headSpec.typed = %v, want %v", s.typed, tc.typedOnly)
+			}
 			if got := len(s.rest["addresses"].([]any)); got != 1 {
 				t.Errorf("The head's spec keeps %d addresses, want only the one without a value", got)
 			}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/gatefold/gatefold/api/v1alpha1"
 	"github.com/gatefold/gatefold/rules"
 	"github.com/gatefold/gatefold/test/fixture"
 	"github.com/gatefold/gatefold/test/testenv"
@@ -151,12 +152,30 @@ func TestGatewayFieldsTheTypesLackAreKept(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, func() error { return hasFuture(ns, head.Name, "v1", own) })
 	testenv.Eventually(t, 10*time.Second, func() error { return hasFuture(ns, sibling, "v1", own) })
 
+	// A sibling without the field and the annotation (written before
+	// gatefold kept one, or whose follow-up patch failed) is written again.
+	sib := &unstructured.Unstructured{}
+	sib.SetAPIVersion(gwv1.GroupVersion.String())
+	sib.SetKind("Gateway")
+	sib.SetNamespace(ns)
+	sib.SetName(sibling)
+	strip := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}},"spec":{%q:null}}`, v1alpha1.HeadSpecAnnotation, futureField))
+	if err := env.Client.Patch(ctx, sib, client.RawPatch(types.MergePatchType, strip)); err != nil {
+		t.Fatalf("Stripping the sibling: %v", err)
+	}
+	testenv.Eventually(t, 10*time.Second, func() error { return hasFuture(ns, sibling, "v1", own) })
+
 	// The head's field changes: the sibling follows.
 	patch := []byte(fmt.Sprintf(`{"spec":{%q:"v2"}}`, futureField))
 	if err := env.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatalf("Patching the head: %v", err)
 	}
 	testenv.Eventually(t, 20*time.Second, func() error { return hasFuture(ns, sibling, "v2", own) })
+	settled := map[string]string{}
+	for name, gw := range pool(t, head) {
+		settled[name] = gw.ResourceVersion
+	}
+	testenv.Holds(t, env, 3*time.Second, unchanged(&gwv1.GatewayList{}, ns, settled))
 
 	// A listener someone else adds to the sibling keeps its field through
 	// the next write of the sibling.
