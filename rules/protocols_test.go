@@ -1,27 +1,32 @@
-package rules
+package rules_test
 
 import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/gatefold/gatefold/internal/devenv"
+	"github.com/gatefold/gatefold/rules"
 )
 
 // TestEveryUpstreamProtocolHasAGroup reads the ProtocolType constants of the
 // gateway-api module go.mod requires: a release that adds a listener
 // protocol fails here until the port groups know it.
 func TestEveryUpstreamProtocolHasAGroup(t *testing.T) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
+	root, err := devenv.RepoRoot()
 	if err != nil {
-		t.Fatalf("Locating the gateway-api module: %v", err)
+		t.Fatal(err)
 	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "apis", "v1")
+	module, err := devenv.GatewayAPIModuleDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(module, "apis", "v1")
 	files, err := filepath.Glob(filepath.Join(dir, "*_types.go"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("Finding the API types in %s: %v", dir, err)
@@ -32,30 +37,28 @@ func TestEveryUpstreamProtocolHasAGroup(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Parsing %s: %v", path, err)
 		}
-		{
-			ast.Inspect(f, func(n ast.Node) bool {
-				spec, ok := n.(*ast.ValueSpec)
-				if !ok || spec.Type == nil || len(spec.Values) != 1 {
-					return true
-				}
-				if id, ok := spec.Type.(*ast.Ident); !ok || id.Name != "ProtocolType" {
-					return true
-				}
-				lit, ok := spec.Values[0].(*ast.BasicLit)
-				if !ok {
-					return true
-				}
-				p, err := strconv.Unquote(lit.Value)
-				if err != nil {
-					t.Fatal(err)
-				}
-				found = append(found, p)
-				if g := GroupOf(gwv1.ProtocolType(p)); g == GroupCustom {
-					t.Errorf("Listener protocol %q of Gateway API is in no port group: add it to GroupOf", p)
-				}
+		ast.Inspect(f, func(n ast.Node) bool {
+			spec, ok := n.(*ast.ValueSpec)
+			if !ok || spec.Type == nil || len(spec.Values) != 1 {
 				return true
-			})
-		}
+			}
+			if id, ok := spec.Type.(*ast.Ident); !ok || id.Name != "ProtocolType" {
+				return true
+			}
+			lit, ok := spec.Values[0].(*ast.BasicLit)
+			if !ok {
+				return true
+			}
+			p, err := strconv.Unquote(lit.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found = append(found, p)
+			if g := rules.GroupOf(gwv1.ProtocolType(p)); g == rules.GroupCustom {
+				t.Errorf("Listener protocol %q of Gateway API is in no port group: add it to GroupOf", p)
+			}
+			return true
+		})
 	}
 	if len(found) < 5 {
 		t.Fatalf("Found the listener protocols %v in %s, want HTTP, HTTPS, TLS, TCP and UDP at least", found, dir)

@@ -92,4 +92,14 @@ func prune(s *apiextensionsv1.JSONSchemaProps) {
 	if s.AdditionalProperties != nil {
 		prune(s.AdditionalProperties.Schema)
 	}
+	for _, group := range [][]apiextensionsv1.JSONSchemaProps{s.AllOf, s.AnyOf, s.OneOf} {
+		for i := range group {
+			prune(&group[i])
+		}
+	}
+	prune(s.Not)
+	for name, p := range s.PatternProperties {
+		prune(&p)
+		s.PatternProperties[name] = p
+	}
 }

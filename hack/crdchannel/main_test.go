@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -74,5 +76,23 @@ spec:
 	}
 	if diff := cmp.Diff(want, string(got)); diff != "" {
 		t.Errorf("standard() (-want +got):\n%s", diff)
+	}
+}
+
+// TestGeneratedCRDsAreStandard: make manifests ran crdchannel on every CRD
+// gatefold ships, so none has a field of the experimental channel.
+func TestGeneratedCRDsAreStandard(t *testing.T) {
+	files, err := filepath.Glob("../../config/crd/bases/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("Finding the CRDs: %v", err)
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), experimental) {
+			t.Errorf("%s has a field of Gateway API's experimental channel: run make manifests", f)
+		}
 	}
 }

@@ -361,13 +361,28 @@ func GatewayAPICRDDir(repoRoot string) (string, error) {
 	if d := os.Getenv(GatewayAPICRDsEnv); d != "" {
 		return d, nil
 	}
+	dir, err := GatewayAPIModuleDir(repoRoot)
+	if err != nil {
+		return "", fmt.Errorf("%w (or set $%s)", err, GatewayAPICRDsEnv)
+	}
+	return filepath.Join(dir, "config", "crd", "standard"), nil
+}
+
+// GatewayAPIModuleDir returns the folder of the gateway-api module that
+// gatefold's go.mod requires, as `go list -m` finds it (run under make, or
+// with GOTOOLCHAIN=go1.27.3, which go.mod needs).
+func GatewayAPIModuleDir(repoRoot string) (string, error) {
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api")
 	cmd.Dir = repoRoot
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("locating the gateway-api module with `go list -m` (set $%s instead): %w", GatewayAPICRDsEnv, err)
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(exit.Stderr))
+		}
+		return "", fmt.Errorf("locating the gateway-api module with `go list -m`: %w; run through make, or export GOTOOLCHAIN=go1.27.3", err)
 	}
-	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard"), nil
+	return strings.TrimSpace(string(out)), nil
 }
 
 // DecodeObjects decodes every object of a YAML or JSON stream of
