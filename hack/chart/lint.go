@@ -14,8 +14,9 @@ import (
 // lint runs helm lint --strict on chart with its default values and with
 // each ci/*-values.yaml, the documented combinations, and fails on any
 // warning or error, as helm lint --strict does; then renders the chart with
-// each as helm template does, which fails where a template calls fail (lint
-// only reports those).
+// each as helm template does for a cluster that serves ServiceMonitors
+// (testenv.RenderChart), which fails where a template calls fail (lint only
+// logs those, and cannot be told which APIs the cluster serves).
 func lint(chart string) error {
 	files, err := filepath.Glob(filepath.Join(chart, "ci", "*-values.yaml"))
 	if err != nil {

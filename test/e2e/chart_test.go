@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -76,6 +77,11 @@ func TestChartValues(t *testing.T) {
 	digest := "sha256:" + strings.Repeat("0123456789abcdef", 4)
 	for name, tc := range map[string]struct {
 		values map[string]any
+		// namespace is the release's, testenv.ChartNamespace when empty;
+		// noServiceMonitorAPI renders for a cluster without Prometheus
+		// Operator's CRD.
+		namespace           string
+		noServiceMonitorAPI bool
 		// check inspects the rendered objects by kind/name; wantErr is
 		// the message rendering fails with instead.
 		check   func(t *testing.T, objs map[string]*unstructured.Unstructured)
@@ -125,6 +131,40 @@ func TestChartValues(t *testing.T) {
 				}
 			},
 		},
+		"an external issuer": {
+			values: map[string]any{"certificates": map[string]any{"certManager": map[string]any{"issuerRef": map[string]any{
+				"name": "corp-pca", "kind": "AWSPCAClusterIssuer", "group": "awspca.cert-manager.io"}}}},
+			check: func(t *testing.T, objs map[string]*unstructured.Unstructured) {
+				ref, _, _ := unstructured.NestedStringMap(objs["Certificate/gatefold-serving-cert"].Object, "spec", "issuerRef")
+				if want := map[string]string{"name": "corp-pca", "kind": "AWSPCAClusterIssuer", "group": "awspca.cert-manager.io"}; !maps.Equal(ref, want) {
+					t.Errorf("The Certificate's issuerRef is %v, want %v", ref, want)
+				}
+			},
+		},
+		"a pool sibling grace of 0": {
+			values: map[string]any{"poolSiblingGrace": "0"},
+			check: func(t *testing.T, objs map[string]*unstructured.Unstructured) {
+				args, _, _ := unstructured.NestedStringSlice(managerContainerOf(t, objs), "args")
+				if !slices.Contains(args, "--pool-sibling-grace=0") {
+					t.Errorf("The manager's args %v lack --pool-sibling-grace=0", args)
+				}
+			},
+		},
+		"another namespace": {
+			namespace: "other",
+			values:    selfSignedValues,
+			check: func(t *testing.T, objs map[string]*unstructured.Unstructured) {
+				for key, o := range objs {
+					b, err := json.Marshal(o)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if strings.Contains(string(b), testenv.ChartNamespace) {
+						t.Errorf("Released into namespace other, %s names %s: %s", key, testenv.ChartNamespace, b)
+					}
+				}
+			},
+		},
 		"a ServiceMonitor when enabled": {
 			values: map[string]any{"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}}},
 			check: func(t *testing.T, objs map[string]*unstructured.Unstructured) {
@@ -153,13 +193,44 @@ func TestChartValues(t *testing.T) {
 			values:  map[string]any{"certificates": map[string]any{"certManager": map[string]any{"issuerRef": map[string]any{"kind": "ClusterIssuer"}}}},
 			wantErr: "certificates.certManager.issuerRef needs a name",
 		},
+		"an issuer of the user's in self-signed mode": {
+			values: map[string]any{"certificates": map[string]any{
+				"certManager": map[string]any{"enabled": false, "issuerRef": map[string]any{"name": "corp-ca"}},
+				"selfSigned":  map[string]any{"enabled": true},
+			}},
+			wantErr: "certificates.certManager.issuerRef is set but selfSigned.enabled is true; unset issuerRef or use certManager",
+		},
+		"an extra arg setting a flag of a value": {
+			values:  map[string]any{"extraArgs": []any{"--merger-workers=8", "--pool-sibling-grace=1m"}},
+			wantErr: `extraArgs: "--pool-sibling-grace=1m" sets --pool-sibling-grace, which the chart sets: set poolSiblingGrace instead`,
+		},
+		"a ServiceMonitor without its CRD": {
+			values:              map[string]any{"serviceMonitor": map[string]any{"enabled": true}},
+			noServiceMonitorAPI: true,
+			wantErr:             "the cluster does not serve monitoring.coreos.com/v1 ServiceMonitor; install Prometheus Operator's CRD servicemonitors.monitoring.coreos.com first",
+		},
+		"a memory limit the Go runtime refuses": {
+			values:  map[string]any{"goMemLimit": "460M"},
+			wantErr: "at '/goMemLimit': '460M' does not match pattern",
+		},
+		"a scrape interval Prometheus refuses": {
+			values:  map[string]any{"serviceMonitor": map[string]any{"interval": "30 seconds"}},
+			wantErr: "at '/serviceMonitor/interval': '30 seconds' does not match pattern",
+		},
 		"no replica": {
 			values:  map[string]any{"replicaCount": 0},
 			wantErr: "at '/replicaCount': minimum: got 0, want 1",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			objs, err := testenv.RenderChart(tc.values)
+			namespace, apis := tc.namespace, []string{testenv.ServiceMonitorAPI}
+			if namespace == "" {
+				namespace = testenv.ChartNamespace
+			}
+			if tc.noServiceMonitorAPI {
+				apis = nil
+			}
+			objs, err := testenv.RenderChartFor(namespace, apis, tc.values)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Rendering with %v: %v, want an error containing %q", tc.values, err, tc.wantErr)

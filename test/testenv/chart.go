@@ -32,17 +32,29 @@ func LoadChart() (*chart.Chart, error) {
 	return c, nil
 }
 
+// ServiceMonitorAPI is Prometheus Operator's ServiceMonitor, as
+// .Capabilities.APIVersions names it: the chart renders one only for a
+// cluster that serves it.
+const ServiceMonitorAPI = "monitoring.coreos.com/v1/ServiceMonitor"
+
 // RenderChart renders charts/gatefold with values as `helm template
-// --include-crds` does, release ChartRelease in ChartNamespace, values
-// checked against values.schema.json, and returns its objects, CRDs first.
+// --include-crds --api-versions ServiceMonitorAPI` does, release
+// ChartRelease in ChartNamespace, values checked against
+// values.schema.json, and returns its objects, CRDs first.
 func RenderChart(values map[string]any) ([]*unstructured.Unstructured, error) {
+	return RenderChartFor(ChartNamespace, []string{ServiceMonitorAPI}, values)
+}
+
+// RenderChartFor is RenderChart into namespace, for a cluster that serves
+// apis (group/version/kind) besides Kubernetes' own.
+func RenderChartFor(namespace string, apis []string, values map[string]any) ([]*unstructured.Unstructured, error) {
 	c, err := LoadChart()
 	if err != nil {
 		return nil, err
 	}
 	install := action.NewInstall(&action.Configuration{})
 	install.DryRun, install.ClientOnly, install.Replace, install.IncludeCRDs = true, true, true, true
-	install.ReleaseName, install.Namespace = ChartRelease, ChartNamespace
+	install.ReleaseName, install.Namespace, install.APIVersions = ChartRelease, namespace, apis
 	rel, err := install.Run(c, values)
 	if err != nil {
 		return nil, fmt.Errorf("rendering charts/gatefold: %w", err)

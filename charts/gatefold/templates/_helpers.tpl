@@ -42,8 +42,26 @@ app.kubernetes.io/component: manager
 {{- if $cm }}true{{ end -}}
 {{- end }}
 
-{{/* The manager's arguments. */}}
+{{/*
+The manager's arguments. An extraArgs entry may not set a flag the chart
+sets: it names the value to set instead.
+*/}}
 {{- define "gatefold.args" -}}
+{{- $set := dict
+  "leader-elect" "leader election is always on"
+  "metrics-bind-address" "the metrics Service and ServiceMonitor need :8443"
+  "health-probe-bind-address" "the probes need :8081"
+  "webhook-port" "the webhook Service needs 9443"
+  "cert-mode" "set certificates.certManager.enabled or certificates.selfSigned.enabled instead"
+  "webhook-cert-dir" "cert-manager's Secret is mounted there"
+  "listenerset-controllers" "set listenersetControllers instead"
+  "pool-sibling-grace" "set poolSiblingGrace instead" -}}
+{{- range $arg := .Values.extraArgs }}
+{{- $flag := regexReplaceAll "=.*$" (trimPrefix "-" (trimPrefix "-" $arg)) "" }}
+{{- with get $set $flag }}
+{{- fail (printf "extraArgs: %q sets --%s, which the chart sets: %s" $arg $flag .) }}
+{{- end }}
+{{- end -}}
 - manager
 - --leader-elect=true
 - --metrics-bind-address=:8443
