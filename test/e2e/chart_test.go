@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/gatefold/gatefold/internal/devenv"
 	"github.com/gatefold/gatefold/test/testenv"
@@ -176,7 +177,7 @@ func TestChartValues(t *testing.T) {
 					t.Errorf("The ServiceMonitor's labels %v lack release=prometheus", sm.GetLabels())
 				}
 				sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
-				if !mapsSubset(sel, objs["Service/gatefold-metrics-service"].GetLabels()) {
+				if !labels.SelectorFromSet(sel).Matches(labels.Set(objs["Service/gatefold-metrics-service"].GetLabels())) {
 					t.Errorf("The ServiceMonitor selects %v, not the metrics Service %v", sel, objs["Service/gatefold-metrics-service"].GetLabels())
 				}
 			},
@@ -282,14 +283,4 @@ func managerContainerOf(t *testing.T, objs map[string]*unstructured.Unstructured
 	}
 	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
 	return containers[0].(map[string]any)
-}
-
-// mapsSubset is whether every entry of sub is in m.
-func mapsSubset(sub, m map[string]string) bool {
-	for k, v := range sub {
-		if m[k] != v {
-			return false
-		}
-	}
-	return true
 }

@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -213,8 +209,12 @@ func TestInstallImageFollowsIMG(t *testing.T) {
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("make %v: %v\n%s", args, err, out)
 			}
+			rendered, err := testenv.RenderKustomization(assets, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var images []string
-			for _, d := range decodeRendered[appsv1.Deployment](t, render(t, assets, dir), "Deployment") {
+			for _, d := range objectsOf[appsv1.Deployment](t, rendered, "Deployment") {
 				for _, c := range d.Spec.Template.Spec.Containers {
 					images = append(images, c.Image)
 					// A :latest image defaults to Always, and a locally
@@ -249,28 +249,11 @@ func makeEnv() []string {
 	})
 }
 
-// render renders the kustomization in dir with kubectl kustomize.
-func render(t *testing.T, assets, dir string) []byte {
+// objectsOf converts the objects of kind among objs to T.
+func objectsOf[T any](t *testing.T, objs []*unstructured.Unstructured, kind string) []T {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", dir).Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize %s: %v", dir, err)
-	}
-	return out
-}
-
-// decodeRendered decodes the objects of kind in rendered manifests as T.
-func decodeRendered[T any](t *testing.T, manifests []byte, kind string) []T {
-	t.Helper()
-	var objs []T
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
-	for {
-		var u unstructured.Unstructured
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			return objs
-		} else if err != nil {
-			t.Fatalf("Decoding the rendered overlay: %v", err)
-		}
+	var out []T
+	for _, u := range objs {
 		if u.GetKind() != kind {
 			continue
 		}
@@ -278,8 +261,9 @@ func decodeRendered[T any](t *testing.T, manifests []byte, kind string) []T {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &obj); err != nil {
 			t.Fatalf("Decoding %s %s: %v", kind, u.GetName(), err)
 		}
-		objs = append(objs, obj)
+		out = append(out, obj)
 	}
+	return out
 }
 
 // checkMetrics checks that an overlay serves the metrics on 8443 behind a

@@ -40,8 +40,12 @@ func TestOverlaysShipTheTenantRoles(t *testing.T) {
 	}
 	for _, name := range []string{"default", "ha", "self-signed"} {
 		t.Run(name, func(t *testing.T) {
+			rendered, err := testenv.RenderOverlay(assets, name)
+			if err != nil {
+				t.Fatal(err)
+			}
 			roles := map[string]rbacv1.ClusterRole{}
-			for _, r := range decodeRendered[rbacv1.ClusterRole](t, render(t, assets, overlay(t, name)), "ClusterRole") {
+			for _, r := range objectsOf[rbacv1.ClusterRole](t, rendered, "ClusterRole") {
 				roles[r.Name] = r
 			}
 			for role, want := range map[string]struct {

@@ -122,13 +122,19 @@ func RenderOverlay(assetsDir, overlay string) ([]*unstructured.Unstructured, err
 	if err != nil {
 		return nil, err
 	}
-	out, err := exec.Command(filepath.Join(assetsDir, "kubectl"), "kustomize", filepath.Join(root, "config", overlay)).Output()
+	return RenderKustomization(assetsDir, filepath.Join(root, "config", overlay))
+}
+
+// RenderKustomization renders the kustomization in dir with the kubectl in
+// assetsDir, as kubectl kustomize does.
+func RenderKustomization(assetsDir, dir string) ([]*unstructured.Unstructured, error) {
+	out, err := exec.Command(filepath.Join(assetsDir, "kubectl"), "kustomize", dir).Output()
 	if err != nil {
-		return nil, fmt.Errorf("rendering config/%s with kubectl kustomize: %w", overlay, err)
+		return nil, fmt.Errorf("rendering %s with kubectl kustomize: %w", dir, err)
 	}
 	objs, err := devenv.DecodeObjects(out)
 	if err != nil {
-		return nil, fmt.Errorf("decoding config/%s: %w", overlay, err)
+		return nil, fmt.Errorf("decoding %s: %w", dir, err)
 	}
 	return objs, nil
 }
