@@ -14,7 +14,8 @@ COPY routing/ routing/
 COPY rules/ rules/
 COPY webhook/ webhook/
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/gatefold ./cmd/gatefold
+ARG REVISION=unknown
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${REVISION}" -o /out/gatefold ./cmd/gatefold
 
 FROM gcr.io/distroless/static:nonroot
 COPY --from=build /out/gatefold /gatefold

@@ -128,12 +128,16 @@ bench-scale: controlplane build ## Run the scale and steady phases on one pool o
 
 ##@ Build
 
-# The binary's link flags, make build's and the image's alike.
-GATEFOLD_LDFLAGS = -s -w -X main.version=$(VERSION)
+# The binary's link flags, make build's and the image's alike; both stamp
+# main.version with VERSION and main.commit with GATEFOLD_REVISION (hack/image
+# adds those two itself). Outside a git checkout, set GATEFOLD_REVISION.
+GATEFOLD_LDFLAGS = -s -w
+GATEFOLD_REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 
 .PHONY: build
 build: ## Build bin/gatefold
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(GATEFOLD_LDFLAGS)' -o bin/gatefold ./cmd/gatefold
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(GATEFOLD_LDFLAGS) -X main.version=$(VERSION) -X main.commit=$(GATEFOLD_REVISION)' \
+		-o bin/gatefold ./cmd/gatefold
 
 .PHONY: controlplane
 controlplane: ## Build kube-apiserver, kube-controller-manager, etcd and kubectl v1.37.2 from Go modules (cached)
@@ -160,10 +164,11 @@ traefik: ## Build Traefik v3.6.12 from its Go module (cached), the Gateway imple
 	@echo "Traefik $(TRAEFIK_VERSION) ready in bin/traefik"
 
 # hack/image: gatefold alone in one layer per platform, run as 65532, in one
-# OCI image index; the same tree and Go toolchain give the same digest.
+# OCI image index; the same tree, Go toolchain and tags give the same digest,
+# whatever GOFLAGS, GOAMD64, GOARM64, GOEXPERIMENT or GOFIPS140 say.
 .PHONY: image
 image: ## Build the image of IMG for linux/amd64 and linux/arm64 into bin/image (an OCI layout, no Docker engine)
-	$(GO) run ./hack/image build --out bin/image --version '$(VERSION)' --ldflags '$(GATEFOLD_LDFLAGS)'
+	$(GO) run ./hack/image build --out bin/image --version '$(VERSION)' --revision '$(GATEFOLD_REVISION)' --ldflags '$(GATEFOLD_LDFLAGS)'
 	@echo "IMG $(IMG): make push IMG=<registry>/<repository>/gatefold:<tag> pushes it, make deploy IMG=... installs it"
 
 .PHONY: push
@@ -172,7 +177,7 @@ push: image ## Push bin/image to IMG, which names its registry, with your own re
 
 .PHONY: docker-build
 docker-build: ## Build the container image IMG (needs a Docker engine)
-	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(GATEFOLD_REVISION) -t $(IMG) .
 
 ##@ Deploy
 

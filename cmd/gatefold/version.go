@@ -3,21 +3,16 @@ package main
 import (
 	"fmt"
 	"runtime"
-	"runtime/debug"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version and commit are set at build time, as make build and make image do:
+// -ldflags "-X main.version=<git describe> -X main.commit=<revision>".
+var (
+	version = "dev"
+	commit  = "unknown"
+)
 
 func versionString() string {
-	commit := "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				commit = s.Value
-			}
-		}
-	}
 	return fmt.Sprintf("gatefold %s (commit %s, %s, %s/%s)", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 

@@ -34,11 +34,16 @@ const (
 	nonroot = 65532
 )
 
-// buildOptions say what build makes and where it writes it.
+// buildOptions say what build makes and where it writes it. LDFlags are
+// go build's link flags besides the ones build adds itself, which stamp
+// main.version with Version and main.commit with Revision (git rev-parse
+// HEAD when empty). Progress, when set, is told of each step.
 type buildOptions struct {
-	Out     string
-	Version string
-	LDFlags string
+	Out      string
+	Version  string
+	Revision string
+	LDFlags  string
+	Progress io.Writer
 }
 
 // built is what build wrote: the index's digest and the commit it names.
@@ -58,13 +63,17 @@ type source struct {
 // build writes the image index of every platform into the OCI image layout
 // o.Out, replacing what was there.
 func build(ctx context.Context, o buildOptions) (built, error) {
-	if o.Version == "" || o.LDFlags == "" {
-		return built{}, fmt.Errorf("--version and --ldflags are required (make image sets both)")
+	if o.Version == "" {
+		return built{}, fmt.Errorf("--version is required (make image sets it)")
 	}
-	src, err := readSource(ctx)
+	src, err := readSource(ctx, o.Revision)
 	if err != nil {
 		return built{}, err
 	}
+	if err := checkGoEnv(ctx, src.Dir); err != nil {
+		return built{}, err
+	}
+	ldflags := strings.TrimSpace(o.LDFlags + " -X main.version=" + o.Version + " -X main.commit=" + src.Revision)
 	tmp, err := os.MkdirTemp("", "gatefold-image-")
 	if err != nil {
 		return built{}, err
@@ -73,7 +82,8 @@ func build(ctx context.Context, o buildOptions) (built, error) {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, p := range platforms {
 		binary := filepath.Join(tmp, p.OS+"-"+p.Architecture)
-		if err := compile(ctx, src.Dir, p, o.LDFlags, binary); err != nil {
+		progress(o.Progress, "image: building gatefold for %s\n", p)
+		if err := compile(ctx, src.Dir, p, ldflags, binary); err != nil {
 			return built{}, err
 		}
 		img, err := platformImage(binary, p, labels(src, o.Version), src.Created)
@@ -92,9 +102,10 @@ func build(ctx context.Context, o buildOptions) (built, error) {
 	return built{Digest: digest, Revision: src.Revision}, nil
 }
 
-// readSource reads the module and the commit of the working directory. The
-// image's times are SOURCE_DATE_EPOCH's when set, else the commit's.
-func readSource(ctx context.Context) (source, error) {
+// readSource reads the module of the working directory and its commit:
+// revision when given, else git's HEAD. The image's times are
+// SOURCE_DATE_EPOCH's when set, else the commit's.
+func readSource(ctx context.Context, revision string) (source, error) {
 	out, err := output(ctx, "", nil, "go", "list", "-m", "-json")
 	if err != nil {
 		return source{}, err
@@ -103,14 +114,16 @@ func readSource(ctx context.Context) (source, error) {
 	if err := json.Unmarshal([]byte(out), &mod); err != nil {
 		return source{}, fmt.Errorf("reading go list -m -json: %w", err)
 	}
-	src := source{Module: mod.Path, Dir: mod.Dir}
-	if src.Revision, err = output(ctx, src.Dir, nil, "git", "rev-parse", "HEAD"); err != nil {
-		return source{}, err
+	src := source{Module: mod.Path, Dir: mod.Dir, Revision: revision}
+	if src.Revision == "" {
+		if src.Revision, err = output(ctx, src.Dir, nil, "git", "rev-parse", "HEAD"); err != nil {
+			return source{}, fmt.Errorf("%w; outside a git checkout give the commit with --revision or GATEFOLD_REVISION", err)
+		}
 	}
 	epoch := os.Getenv("SOURCE_DATE_EPOCH")
 	if epoch == "" {
-		if epoch, err = output(ctx, src.Dir, nil, "git", "log", "-1", "--format=%ct"); err != nil {
-			return source{}, err
+		if epoch, err = output(ctx, src.Dir, nil, "git", "log", "-1", "--format=%ct", src.Revision); err != nil {
+			return source{}, fmt.Errorf("%w; outside a git checkout give the image's time with SOURCE_DATE_EPOCH", err)
 		}
 	}
 	secs, err := strconv.ParseInt(epoch, 10, 64)
@@ -132,12 +145,33 @@ func labels(src source, version string) map[string]string {
 	}
 }
 
-// compile builds cmd/gatefold statically for p into out, for the baseline of
-// p's architecture whatever GOAMD64 or GOARM64 say, so that it runs on every
-// node of that platform.
+// buildEnv is go build's environment for p: the process's, with every
+// setting that changes the binary fixed. It builds for the baseline of p's
+// architecture, so that the binary runs on every node of that platform,
+// with no VCS stamp (the commit is an ldflag instead: the stamp would also
+// say whether untracked files exist), no experiment and no FIPS module,
+// whatever GOFLAGS, GOAMD64, GOARM64, GOEXPERIMENT or GOFIPS140 say.
+func buildEnv(p v1.Platform) []string {
+	return append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOAMD64=v1", "GOARM64=v8.0",
+		"GOFLAGS=-buildvcs=false", "GOEXPERIMENT=", "GOFIPS140=off")
+}
+
+// checkGoEnv fails when the go env file sets GOEXPERIMENT, which an empty
+// variable in the environment does not override.
+func checkGoEnv(ctx context.Context, dir string) error {
+	exp, err := output(ctx, dir, buildEnv(platforms[0]), "go", "env", "GOEXPERIMENT")
+	if err != nil {
+		return err
+	}
+	if exp != "" {
+		return fmt.Errorf("go env sets GOEXPERIMENT=%s, which changes the image: unset it with go env -u GOEXPERIMENT", exp)
+	}
+	return nil
+}
+
+// compile builds cmd/gatefold statically for p into out.
 func compile(ctx context.Context, dir string, p v1.Platform, ldflags, out string) error {
-	env := append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOAMD64=v1", "GOARM64=v8.0")
-	if _, err := output(ctx, dir, env, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, "./cmd/gatefold"); err != nil {
+	if _, err := output(ctx, dir, buildEnv(p), "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, "./cmd/gatefold"); err != nil {
 		return fmt.Errorf("building gatefold for %s: %w", p, err)
 	}
 	return nil
@@ -235,6 +269,13 @@ func readIndex(dir string) (v1.ImageIndex, error) {
 		return nil, fmt.Errorf("%s/index.json lists %d entries, not the one image index make image writes: run make image", dir, len(m.Manifests))
 	}
 	return ii.ImageIndex(m.Manifests[0].Digest)
+}
+
+// progress writes a step's line to w when it is set.
+func progress(w io.Writer, format string, args ...any) {
+	if w != nil {
+		fmt.Fprintf(w, format, args...)
+	}
 }
 
 func platformList() string {

@@ -39,7 +39,10 @@ func run(ctx context.Context, args []string) error {
 		var o buildOptions
 		fs.StringVar(&o.Out, "out", "bin/image", "Directory of the OCI image layout to write; replaced as a whole")
 		fs.StringVar(&o.Version, "version", "", "The version gatefold reports, and the image's version label")
-		fs.StringVar(&o.LDFlags, "ldflags", "", "The -ldflags of go build (make build's, which set main.version)")
+		fs.StringVar(&o.Revision, "revision", os.Getenv("GATEFOLD_REVISION"),
+			"The commit built, stamped as main.commit and the revision label; git rev-parse HEAD when empty (default $GATEFOLD_REVISION)")
+		fs.StringVar(&o.LDFlags, "ldflags", "", "go build's -ldflags (make build's GATEFOLD_LDFLAGS), to which build adds -X main.version and -X main.commit")
+		o.Progress = os.Stderr
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
