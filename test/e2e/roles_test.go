@@ -87,7 +87,8 @@ func TestOverlaysShipTheTenantRoles(t *testing.T) {
 // namespace, and plays their users: edit may create, patch and delete a
 // fragment there, which admission folds, but not write its status, touch a
 // claim or write another namespace; view may read fragments and not write
-// one.
+// one. A route controller bound to gatefold-fragment-editor for every
+// namespace may touch neither claims nor fragment status.
 func TestNamespaceEditorsWriteFragmentsNotClaims(t *testing.T) {
 	env, _ := startControlPlane(t, devenv.Options{CRDDir: emptyCRDDir(t)})
 	c := env.Client
@@ -149,6 +150,16 @@ func TestNamespaceEditorsWriteFragmentsNotClaims(t *testing.T) {
 		`cannot create resource "listenerfragments" in API group "gatefold.dev" in the namespace "team-b"`)
 	checkClaimsForbidden(t, alice, "alice", claim)
 
+	// A route controller bound to the editor role for every namespace, as
+	// docs/operations.md shows: still no claims, nor fragment status.
+	router := routeControllerClient(t, env)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		return router.List(ctx, &v1alpha1.ListenerFragmentList{})
+	})
+	wantForbidden(t, "the route controller updating the status of fragment team-a/app", router.Status().Update(ctx, forged),
+		`cannot update resource "listenerfragments/status" in API group "gatefold.dev" in the namespace "team-a"`)
+	checkClaimsForbidden(t, router, "the route controller", claim)
+
 	if err := bob.Get(ctx, client.ObjectKeyFromObject(lf), &v1alpha1.ListenerFragment{}); err != nil {
 		t.Errorf("bob (view in team-a) reading fragment team-a/app: %v", err)
 	}
@@ -169,6 +180,26 @@ func TestNamespaceEditorsWriteFragmentsNotClaims(t *testing.T) {
 		}
 		return fmt.Errorf("waiting for fragment team-a/app to be deleted; last: %v", err)
 	})
+}
+
+// routeControllerClient makes ServiceAccount router-system/router, binds
+// it to gatefold-fragment-editor with a ClusterRoleBinding and returns a
+// client that acts as it.
+func routeControllerClient(t *testing.T, env *devenv.Env) client.Client {
+	t.Helper()
+	const ns, name = "router-system", "router"
+	create(t, env.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	create(t, env.Client, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+	create(t, env.Client, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "router-fragments"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "gatefold-fragment-editor"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+	})
+	c, err := testenv.ClientAs(env, "system:serviceaccount:"+ns+":"+name, "system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // waitAggregated waits until each built-in ClusterRole named in want has
