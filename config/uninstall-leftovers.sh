@@ -21,7 +21,7 @@ kubectl=${KUBECTL:-kubectl}
 gateway_api=gateway.networking.k8s.io
 
 if "$kubectl" get crd listenerfragments.gatefold.dev >/dev/null 2>&1; then
-	echo "gatefold is still installed (CRD listenerfragments.gatefold.dev exists), and would make again what this removes: delete its overlay first (kubectl delete -k config/<overlay>)" >&2
+	echo "gatefold is still installed (CRD listenerfragments.gatefold.dev exists), and would make again what this removes: delete its overlay first (kubectl delete -k config/<overlay>), or with Helm, after helm uninstall: kubectl delete crd listenerfragments.gatefold.dev" >&2
 	exit 1
 fi
 served=$("$kubectl" api-resources --api-group="$gateway_api" -o name)

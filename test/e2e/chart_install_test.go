@@ -10,8 +10,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -86,6 +88,7 @@ func TestChartInstallUpgradeUninstall(t *testing.T) {
 	t.Run("upgrade: two replicas, a PDB, an extra arg", func(t *testing.T) {
 		// In a cluster the webhooks call the Service, as the release left them.
 		testenv.PointWebhooksAtService(t, c, installNamespace)
+		applyChangedCRD(t, env, kubeconfig)
 		upgrade := action.NewUpgrade(cfg)
 		upgrade.Namespace = testenv.ChartNamespace
 		values := map[string]any{"certificates": selfSignedValues["certificates"], "replicaCount": 2, "extraArgs": []any{"--merger-workers=8"}}
@@ -122,7 +125,11 @@ func TestChartInstallUpgradeUninstall(t *testing.T) {
 		if err := testenv.StopAll(replicas); err != nil {
 			t.Error(err)
 		}
-		if _, err := action.NewUninstall(cfg).Run(testenv.ChartRelease); err != nil {
+		// As docs/operations.md says: helm uninstall --cascade=foreground
+		// --wait (no pod runs here: the replicas are processes).
+		uninstall := action.NewUninstall(cfg)
+		uninstall.DeletionPropagation, uninstall.Wait, uninstall.Timeout = "foreground", true, time.Minute
+		if _, err := uninstall.Run(testenv.ChartRelease); err != nil {
 			t.Fatalf("helm uninstall: %v", err)
 		}
 		if _, err := action.NewGet(cfg).Run(testenv.ChartRelease); !errors.Is(err, driver.ErrReleaseNotFound) {
@@ -140,6 +147,11 @@ func TestChartInstallUpgradeUninstall(t *testing.T) {
 		secrets := &corev1.SecretList{}
 		if err := c.List(ctx, secrets, client.InNamespace(installNamespace), client.MatchingLabels{"owner": "helm"}); err != nil || len(secrets.Items) > 0 {
 			t.Errorf("After helm uninstall Helm's release Secrets are left: %d (%v)", len(secrets.Items), err)
+		}
+
+		waitTenantRulesGone(t, c, "helm uninstall")
+		if out, err := runLeftovers(env, kubeconfig); err == nil || !strings.Contains(out, "after helm uninstall: kubectl delete crd listenerfragments.gatefold.dev") {
+			t.Errorf("With the CRD left, config/uninstall-leftovers.sh: %v, want it to refuse and say to delete the CRD:\n%s", err, out)
 		}
 
 		// Helm keeps the CRDs of crds/; docs/operations.md: delete it, then
@@ -167,7 +179,101 @@ func TestChartInstallUpgradeUninstall(t *testing.T) {
 		if slices.Contains(names, v1alpha1.ListenerName("shop", "first", "web")) {
 			t.Errorf("After uninstall-leftovers.sh the Gateway keeps the folded listener: %v", names)
 		}
+		checkNamespaceLeftovers(t, env, kubeconfig)
 	})
+}
+
+// crdUpgrade is the command docs/operations.md gives to apply a newer
+// version's CRDs over those Helm installed, run in the repository's root.
+var crdUpgrade = []string{"apply", "--server-side", "--force-conflicts", "-f", "charts/gatefold/crds/"}
+
+// applyChangedCRD applies with crdUpgrade the chart's CRD with another
+// description, as a newer version's, and checks that the API server has it.
+func applyChangedCRD(t *testing.T, env *devenv.Env, kubeconfig string) {
+	t.Helper()
+	root, err := devenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const file, desc = "charts/gatefold/crds/gatefold.dev_listenerfragments.yaml", "A ListenerFragment, as a newer version describes it."
+	b, err := os.ReadFile(filepath.Join(root, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := devenv.DecodeObjects(b)
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("Reading %s: %d objects, %v", file, len(objs), err)
+	}
+	crd := objs[0]
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	if err := unstructured.SetNestedField(versions[0].(map[string]any), desc, "schema", "openAPIV3Schema", "description"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	b, err = crd.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(file)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, file), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubectlIn(t, env, kubeconfig, dir, crdUpgrade...)
+	got := crd.DeepCopy()
+	get(t, env.Client, client.ObjectKeyFromObject(crd), got)
+	versions, _, _ = unstructured.NestedSlice(got.Object, "spec", "versions")
+	if d, _, _ := unstructured.NestedString(versions[0].(map[string]any), "schema", "openAPIV3Schema", "description"); d != desc {
+		t.Errorf("After kubectl %v the CRD's description is %q, want %q", crdUpgrade, d, desc)
+	}
+}
+
+// checkNamespaceLeftovers checks that, after helm uninstall of the
+// self-signed release and the CRD's deletion, gatefold's namespace holds
+// exactly the Leases and Secrets docs/operations.md lists, and that the
+// commands it gives for a shared namespace delete them.
+func checkNamespaceLeftovers(t *testing.T, env *devenv.Env, kubeconfig string) {
+	t.Helper()
+	left := func() []string {
+		var out []string
+		leases := &coordinationv1.LeaseList{}
+		secrets := &corev1.SecretList{}
+		if err := env.Client.List(context.Background(), leases, client.InNamespace(installNamespace)); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.List(context.Background(), secrets, client.InNamespace(installNamespace)); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range leases.Items {
+			if _, ok := l.Labels["gatefold.dev/claim"]; ok {
+				l.Name = "claims labelled gatefold.dev/claim"
+			}
+			out = append(out, "Lease "+l.Name)
+		}
+		for _, s := range secrets.Items {
+			out = append(out, "Secret "+s.Name)
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	want := []string{"Lease claims labelled gatefold.dev/claim", "Lease gatefold-leader", "Secret gatefold-webhook-ca"}
+	if got := left(); !slices.Equal(got, want) {
+		t.Errorf("After helm uninstall and the CRD's deletion namespace %s holds %v, want what docs/operations.md lists: %v", installNamespace, got, want)
+	}
+	for _, cmd := range [][]string{
+		{"-n", installNamespace, "delete", "lease", "-l", "gatefold.dev/claim"},
+		{"-n", installNamespace, "delete", "lease", "gatefold-leader"},
+		{"-n", installNamespace, "delete", "secret", "gatefold-webhook-ca", "gatefold-webhook-server-cert", "--ignore-not-found"},
+	} {
+		kubectl(t, env, kubeconfig, cmd...)
+	}
+	if got := left(); len(got) > 0 {
+		t.Errorf("After the commands docs/operations.md gives, namespace %s holds %v", installNamespace, got)
+	}
 }
 
 // TestChartWithCertManager installs charts/gatefold with Helm's SDK with
@@ -271,19 +377,26 @@ func checkExist(t *testing.T, c client.Client, objs []*unstructured.Unstructured
 	}
 }
 
-// leftovers runs config/uninstall-leftovers.sh with the control plane's
-// kubectl, as the administrator.
+// leftovers runs config/uninstall-leftovers.sh, failing the test when it
+// fails.
 func leftovers(t *testing.T, env *devenv.Env, kubeconfig string) {
 	t.Helper()
-	root, err := devenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("bash", filepath.Join(root, "config", "uninstall-leftovers.sh"))
-	cmd.Env = append(os.Environ(), "KUBECTL="+filepath.Join(env.AssetsDir, "kubectl"), "KUBECONFIG="+kubeconfig)
-	out, err := cmd.CombinedOutput()
+	out, err := runLeftovers(env, kubeconfig)
 	if err != nil {
 		t.Fatalf("config/uninstall-leftovers.sh: %v\n%s", err, out)
 	}
 	t.Logf("config/uninstall-leftovers.sh:\n%s", out)
+}
+
+// runLeftovers runs config/uninstall-leftovers.sh with the control plane's
+// kubectl, as the administrator, and returns its combined output.
+func runLeftovers(env *devenv.Env, kubeconfig string) (string, error) {
+	root, err := devenv.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("bash", filepath.Join(root, "config", "uninstall-leftovers.sh"))
+	cmd.Env = append(os.Environ(), "KUBECTL="+filepath.Join(env.AssetsDir, "kubectl"), "KUBECONFIG="+kubeconfig)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }

@@ -476,12 +476,20 @@ func TestUndeployLeavesNothingBehind(t *testing.T) {
 		}
 	}
 	// The tenant roles went with the overlay, and their rules with them.
+	waitTenantRulesGone(t, c, "make undeploy")
+}
+
+// waitTenantRulesGone waits until admin, edit and view no longer grant
+// anything on listenerfragments, after the tenant roles were deleted by
+// what says.
+func waitTenantRulesGone(t *testing.T, c client.Client, what string) {
+	t.Helper()
 	testenv.Eventually(t, 30*time.Second, func() error {
 		for _, name := range []string{"admin", "edit", "view"} {
 			role := &rbacv1.ClusterRole{}
 			get(t, c, client.ObjectKey{Name: name}, role)
 			if grants(role.Rules, []string{"get"}) {
-				return fmt.Errorf("after make undeploy ClusterRole %s still grants listenerfragments: %+v", name, role.Rules)
+				return fmt.Errorf("after %s ClusterRole %s still grants listenerfragments: %+v", what, name, role.Rules)
 			}
 		}
 		return nil

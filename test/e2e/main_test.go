@@ -29,7 +29,14 @@ func startControlPlane(t *testing.T, opts devenv.Options) (*devenv.Env, string) 
 // combined output, failing the test when it fails.
 func kubectl(t *testing.T, env *devenv.Env, kubeconfig string, args ...string) string {
 	t.Helper()
+	return kubectlIn(t, env, kubeconfig, "", args...)
+}
+
+// kubectlIn is kubectl run in folder dir, the current one when empty.
+func kubectlIn(t *testing.T, env *devenv.Env, kubeconfig, dir string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(env.AssetsDir, "kubectl"), args...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
