@@ -167,9 +167,13 @@ traefik: ## Build Traefik v3.6.12 from its Go module (cached), the Gateway imple
 # OCI image index; the same tree, Go toolchain and tags give the same digest,
 # whatever GOFLAGS, GOAMD64, GOARM64, GOEXPERIMENT or GOFIPS140 say.
 .PHONY: image
-image: ## Build the image of IMG for linux/amd64 and linux/arm64 into bin/image (an OCI layout, no Docker engine)
-	$(GO) run ./hack/image build --out bin/image --version '$(VERSION)' --revision '$(GATEFOLD_REVISION)' --ldflags '$(GATEFOLD_LDFLAGS)'
+image: ## Build gatefold's image for linux/amd64 and linux/arm64 into bin/image (an OCI layout naming it IMG; no Docker engine)
+	$(GO) run ./hack/image build --out bin/image --image '$(IMG)' --version '$(VERSION)' --revision '$(GATEFOLD_REVISION)' --ldflags '$(GATEFOLD_LDFLAGS)'
 	@echo "IMG $(IMG): make push IMG=<registry>/<repository>/gatefold:<tag> pushes it, make deploy IMG=... installs it"
+
+.PHONY: image-archive
+image-archive: image ## Write bin/image.tar, bin/image as an OCI archive, for a local cluster: kind load image-archive bin/image.tar
+	$(GO) run ./hack/image archive --layout bin/image --out bin/image.tar
 
 .PHONY: push
 push: image ## Push bin/image to IMG, which names its registry, with your own registry credentials

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -32,14 +33,21 @@ const (
 	// nonroot owns the binary and runs it, as distroless's nonroot user does;
 	// the manifests in config/manager run the container as this user too.
 	nonroot = 65532
+	// refName is the OCI annotation of a layout's reference, the tag.
+	refName = "org.opencontainers.image.ref.name"
+	// containerdImageName is the annotation that containerd's import
+	// (ctr images import, kind load image-archive) names an image by.
+	containerdImageName = "io.containerd.image.name"
 )
 
-// buildOptions say what build makes and where it writes it. LDFlags are
+// buildOptions say what build makes and where it writes it. Image names
+// the index in the layout, <repository>:<tag> as IMG gives it. LDFlags are
 // go build's link flags besides the ones build adds itself, which stamp
 // main.version with Version and main.commit with Revision (git rev-parse
 // HEAD when empty). Progress, when set, is told of each step.
 type buildOptions struct {
 	Out      string
+	Image    string
 	Version  string
 	Revision string
 	LDFlags  string
@@ -65,6 +73,10 @@ type source struct {
 func build(ctx context.Context, o buildOptions) (built, error) {
 	if o.Version == "" {
 		return built{}, fmt.Errorf("--version is required (make image sets it)")
+	}
+	names, err := layoutNames(o.Image)
+	if err != nil {
+		return built{}, err
 	}
 	src, err := readSource(ctx, o.Revision)
 	if err != nil {
@@ -92,7 +104,7 @@ func build(ctx context.Context, o buildOptions) (built, error) {
 		}
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
 	}
-	if err := writeLayout(o.Out, idx); err != nil {
+	if err := writeLayout(o.Out, idx, names); err != nil {
 		return built{}, err
 	}
 	digest, err := idx.Digest()
@@ -231,9 +243,23 @@ func binaryLayer(binary string, mtime time.Time) (v1.Layer, error) {
 		tarball.WithMediaType(types.OCILayer), tarball.WithCompressionLevel(gzip.BestCompression), tarball.WithCompressedCaching)
 }
 
-// writeLayout writes idx as the one entry of a new OCI image layout in dir,
-// which it replaces once the new one is whole.
-func writeLayout(dir string, idx v1.ImageIndex) error {
+// layoutNames are the annotations that name the index in the layout, as
+// tools that load an OCI layout or archive read them: its tag, and img, the
+// name containerd's import gives it, with the tag always written out.
+func layoutNames(img string) (map[string]string, error) {
+	tag, err := name.NewTag(img)
+	if err != nil {
+		return nil, fmt.Errorf("IMG %q is not <repository>:<tag>, the name make image gives the image: %w", img, err)
+	}
+	if !strings.HasSuffix(img, ":"+tag.TagStr()) {
+		img += ":" + tag.TagStr()
+	}
+	return map[string]string{refName: tag.TagStr(), containerdImageName: img}, nil
+}
+
+// writeLayout writes idx, annotated with names, as the one entry of a new
+// OCI image layout in dir, which it replaces once the new one is whole.
+func writeLayout(dir string, idx v1.ImageIndex, names map[string]string) error {
 	tmp := dir + ".tmp"
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
@@ -242,7 +268,7 @@ func writeLayout(dir string, idx v1.ImageIndex) error {
 	if err != nil {
 		return fmt.Errorf("writing the image layout %s: %w", tmp, err)
 	}
-	if err := p.AppendIndex(idx); err != nil {
+	if err := p.AppendIndex(idx, layout.WithAnnotations(names)); err != nil {
 		return fmt.Errorf("writing the image index into %s: %w", tmp, err)
 	}
 	if err := os.RemoveAll(dir); err != nil {

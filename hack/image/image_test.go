@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -36,7 +38,7 @@ func TestImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := buildOptions{Out: filepath.Join(t.TempDir(), "image"), Version: testVersion, LDFlags: "-s -w"}
+	opts := buildOptions{Out: filepath.Join(t.TempDir(), "image"), Image: "localhost/gatefold:test", Version: testVersion, LDFlags: "-s -w"}
 	b, err := build(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +50,10 @@ func TestImage(t *testing.T) {
 	if d, err := idx.Digest(); err != nil || d != b.Digest {
 		t.Fatalf("The layout's index is %s (%v), build said %s", d, err, b.Digest)
 	}
+	checkLayoutNames(t, opts.Out, map[string]string{
+		"org.opencontainers.image.ref.name": "test",
+		"io.containerd.image.name":          "localhost/gatefold:test",
+	})
 	m, err := idx.IndexManifest()
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +128,25 @@ func TestImage(t *testing.T) {
 		t.Logf("Two builds gave index %s", b2.Digest)
 	})
 
+	t.Run("archive", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "image.tar")
+		if err := archive(opts.Out, out); err != nil {
+			t.Fatal(err)
+		}
+		dir := untar(t, out)
+		got, err := readIndex(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := got.Digest(); err != nil || d != b.Digest {
+			t.Fatalf("The archive's index is %s (%v), build said %s", d, err, b.Digest)
+		}
+		checkLayoutNames(t, dir, map[string]string{
+			"org.opencontainers.image.ref.name": "test",
+			"io.containerd.image.name":          "localhost/gatefold:test",
+		})
+	})
+
 	t.Run("push", func(t *testing.T) {
 		srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 		defer srv.Close()
@@ -151,6 +176,78 @@ func TestImage(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkLayoutNames checks the annotations of the one entry of the layout
+// dir's index.json.
+func checkLayoutNames(t *testing.T, dir string, want map[string]string) {
+	t.Helper()
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ii, err := p.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ii.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Manifests) != 1 {
+		t.Fatalf("%s/index.json has %d entries, want 1", dir, len(m.Manifests))
+	}
+	if diff := cmp.Diff(want, m.Manifests[0].Annotations); diff != "" {
+		t.Errorf("%s/index.json's annotations (-want +got):\n%s", dir, diff)
+	}
+}
+
+// untar extracts the archive file into a new directory, which it returns,
+// after checking that its entries are the OCI archive's: paths inside it,
+// directories and files only, the layout's oci-layout and index.json.
+func untar(t *testing.T, file string) string {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dir := t.TempDir()
+	tr := tar.NewReader(f)
+	var names []string
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, hdr.Name)
+		path := filepath.Join(dir, filepath.FromSlash(hdr.Name))
+		switch {
+		case !filepath.IsLocal(hdr.Name):
+			t.Fatalf("The archive's entry %q is outside it", hdr.Name)
+		case hdr.Typeflag == tar.TypeDir:
+			err = os.MkdirAll(path, 0o755)
+		case hdr.Typeflag == tar.TypeReg:
+			var b []byte
+			if b, err = io.ReadAll(tr); err == nil {
+				err = os.WriteFile(path, b, 0o644)
+			}
+		default:
+			t.Fatalf("The archive's entry %q is of type %c, want a directory or a file", hdr.Name, hdr.Typeflag)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"oci-layout", "index.json", "blobs/", "blobs/sha256/"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("The archive has no %s: %q", want, names)
+		}
+	}
+	return dir
 }
 
 // onlyFile returns the binary of img's one layer, after checking that the
