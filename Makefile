@@ -8,7 +8,7 @@ GO ?= go
 # toolchain through the module proxy on first use; a machine's own Go, and a
 # toolchain line in go.mod, are not enough where GOTOOLCHAIN=local is set.
 export GOTOOLCHAIN := go1.27.3
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION ?= $(shell git describe --tags --always --dirty --abbrev=12 2>/dev/null || echo dev)
 # The image is named once, in config/manager/kustomization.yaml (images:);
 # IMG defaults to that name and tag, and make deploy sets it through kustomize.
 IMG ?= $(shell awk '$$1 == "newName:" {n = $$2} $$1 == "newTag:" {t = $$2} END {print n ":" t}' config/manager/kustomization.yaml)
