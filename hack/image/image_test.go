@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"debug/elf"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -92,22 +93,34 @@ func TestImage(t *testing.T) {
 			if cf.OS != desc.Platform.OS || cf.Architecture != desc.Platform.Architecture || !cf.Created.Equal(created) {
 				t.Errorf("The config says %s/%s created %s, want %s created %s", cf.OS, cf.Architecture, cf.Created, desc.Platform, created)
 			}
-			binary := onlyFile(t, img, created)
-			if desc.Platform.OS != runtime.GOOS || desc.Platform.Architecture != runtime.GOARCH {
-				return
-			}
-			path := filepath.Join(t.TempDir(), "gatefold")
-			if err := os.WriteFile(path, binary, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			out, err := exec.CommandContext(ctx, path, "version").CombinedOutput()
-			prefix := "gatefold " + testVersion + " (commit " + revision + ", "
-			if err != nil || !strings.HasPrefix(string(out), prefix) || !strings.Contains(string(out), desc.Platform.String()) {
-				t.Errorf("The layer's binary printed %q (%v), want %s... %s", out, err, prefix, desc.Platform)
-			}
-			t.Logf("The layer's binary printed %s", strings.TrimSpace(string(out)))
+			checkStatic(t, onlyFile(t, img, created), *desc.Platform)
 		})
 	}
+
+	t.Run("run", func(t *testing.T) {
+		i := slices.IndexFunc(m.Manifests, func(d v1.Descriptor) bool {
+			return d.Platform.OS == runtime.GOOS && d.Platform.Architecture == runtime.GOARCH
+		})
+		if i < 0 {
+			t.Skipf("No platform of the image is the host's, %s/%s: its binary is not run", runtime.GOOS, runtime.GOARCH)
+		}
+		desc := m.Manifests[i]
+		img, err := idx.Image(desc.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		binary := onlyFile(t, img, created)
+		path := filepath.Join(t.TempDir(), "gatefold")
+		if err := os.WriteFile(path, binary, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.CommandContext(ctx, path, "version").CombinedOutput()
+		prefix := "gatefold " + testVersion + " (commit " + revision + ", "
+		if err != nil || !strings.HasPrefix(string(out), prefix) || !strings.Contains(string(out), desc.Platform.String()) {
+			t.Errorf("The layer's binary printed %q (%v), want %s... %s", out, err, prefix, desc.Platform)
+		}
+		t.Logf("The layer's binary printed %s", strings.TrimSpace(string(out)))
+	})
 
 	t.Run("reproducible", func(t *testing.T) {
 		// Settings of the environment that change go build's output, which
@@ -176,6 +189,28 @@ func TestImage(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkStatic checks that binary is an ELF executable for p's machine,
+// static: no interpreter and no shared library.
+func checkStatic(t *testing.T, binary []byte, p v1.Platform) {
+	t.Helper()
+	machine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[p.Architecture]
+	f, err := elf.NewFile(bytes.NewReader(binary))
+	if err != nil {
+		t.Fatalf("/gatefold is not an ELF file: %v", err)
+	}
+	if f.Machine != machine {
+		t.Errorf("/gatefold is for %s, want %s (%s)", f.Machine, machine, p)
+	}
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			t.Errorf("/gatefold has an interpreter (PT_INTERP), want a static binary")
+		}
+	}
+	if libs, err := f.ImportedLibraries(); err != nil || len(libs) > 0 {
+		t.Errorf("/gatefold imports the libraries %q (%v), want none", libs, err)
+	}
 }
 
 // checkLayoutNames checks the annotations of the one entry of the layout
