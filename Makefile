@@ -60,7 +60,7 @@ dev: controlplane traefik build ## Run gatefold on a local real control plane un
 
 .PHONY: test
 test: controlplane traefik verify-generated ## Run every test (unit, fuzz seeds, integration on the real control plane)
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 30m ./...
 
 # Every fuzz target in the module, found by its func line, fuzzed in turn:
 # go test -fuzz takes one target per package run. A failing input is kept
