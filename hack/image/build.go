@@ -6,8 +6,10 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -260,8 +262,12 @@ func layoutNames(img string) (map[string]string, error) {
 // writeLayout writes idx, annotated with names, as the one entry of a new
 // OCI image layout in dir, which it replaces once the new one is whole.
 func writeLayout(dir string, idx v1.ImageIndex, names map[string]string) error {
-	tmp := dir + ".tmp"
-	if err := os.RemoveAll(tmp); err != nil {
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".new-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
 	p, err := layout.Write(tmp, empty.Index)
@@ -271,10 +277,26 @@ func writeLayout(dir string, idx v1.ImageIndex, names map[string]string) error {
 	if err := p.AppendIndex(idx, layout.WithAnnotations(names)); err != nil {
 		return fmt.Errorf("writing the image index into %s: %w", tmp, err)
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	return replaceDir(dir, tmp)
+}
+
+// replaceDir puts the directory src in dir's place by renames: dir, when it
+// exists, is renamed aside, src in, and then the old dir is deleted; when
+// the second rename fails, the old dir is renamed back.
+func replaceDir(dir, src string) error {
+	old := src + ".old"
+	err := os.Rename(dir, old)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return os.Rename(tmp, dir)
+	moved := err == nil
+	if err := os.Rename(src, dir); err != nil {
+		if moved {
+			err = errors.Join(err, os.Rename(old, dir))
+		}
+		return err
+	}
+	return os.RemoveAll(old)
 }
 
 // readIndex reads the image index that build wrote into the layout dir.

@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -352,5 +353,48 @@ func TestNamesRegistry(t *testing.T) {
 				t.Errorf("namesRegistry(%q) = %v, want %v", tc.img, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestWriteLayout replaces a layout as a whole, through directories of its
+// own: it keeps what else is beside the layout, whatever its name.
+func TestWriteLayout(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "image")
+	for _, d := range []string{dir, dir + ".tmp"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "stray"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idx, err := random.Index(64, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeLayout(dir, idx, map[string]string{"org.opencontainers.image.ref.name": "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readIndex(dir); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range []string{parent, dir, dir + ".tmp"} {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			rel, _ := filepath.Rel(parent, filepath.Join(d, e.Name()))
+			got = append(got, filepath.ToSlash(rel))
+		}
+	}
+	want := []string{"image", "image.tmp", "image/blobs", "image/index.json", "image/oci-layout", "image.tmp/stray"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("The files beside and in the layout (-want +got):\n%s", diff)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("The layout is a directory of mode %v (%v), want 0755", fi.Mode().Perm(), err)
 	}
 }
