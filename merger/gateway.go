@@ -636,7 +636,10 @@ func (r *Reconciler) createSibling(ctx context.Context, gw *gwv1.Gateway, stored
 			return fmt.Errorf("encoding Gateway %s: %w", gw.Name, err)
 		}
 		whole["spec"] = stored
-		return r.Client.Create(ctx, &unstructured.Unstructured{Object: whole}, opts...)
+		u := &unstructured.Unstructured{Object: whole}
+		u.SetAPIVersion(gwv1.GroupVersion.String())
+		u.SetKind("Gateway")
+		return r.Client.Create(ctx, u, opts...)
 	}
 	if err := r.fenced(); err != nil {
 		return err

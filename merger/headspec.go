@@ -190,13 +190,25 @@ func storedSpec(spec *headSpec, own, folded, kept []gwv1.Listener, current *unst
 }
 
 // typedOnly says whether the Go types carry all of stored, the spec typed
-// is of: then a typed write loses nothing.
+// is of: then a typed write loses nothing. Both are compared as the JSON
+// the API server would get.
 func typedOnly(typed gwv1.GatewaySpec, stored map[string]any) (bool, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&typed)
+	a, err := json.Marshal(typed)
 	if err != nil {
 		return false, fmt.Errorf("encoding a Gateway spec: %w", err)
 	}
-	return equality.Semantic.DeepEqual(m, stored), nil
+	b, err := json.Marshal(stored)
+	if err != nil {
+		return false, fmt.Errorf("encoding a Gateway spec: %w", err)
+	}
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		return false, err
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		return false, err
+	}
+	return equality.Semantic.DeepEqual(x, y), nil
 }
 
 // storedOr is l as stored, when stored holds it with the fields l has, or l.

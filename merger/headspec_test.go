@@ -67,6 +67,11 @@ func TestHeadSpecCarriesWhatTheTypesLack(t *testing.T) {
 				t.Errorf("The sibling's copy of the own listener has the unknown field: %v, want %v", ok, tc.ownField)
 			}
 
+			// A Gateway with no listener left (a bisect's dry run) is typed.
+			if typed, err := typedOnly(gwv1.GatewaySpec{GatewayClassName: "c"}, map[string]any{"gatewayClassName": "c", "listeners": []any(nil)}); err != nil || !typed {
+				t.Errorf("typedOnly of an empty listener list = %v, %v; want true", typed, err)
+			}
+
 			// The copy of an own listener the fold sees otherwise is the fold's.
 			changed := own
 			changed.Port = 8080
