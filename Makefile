@@ -166,9 +166,12 @@ traefik: ## Build Traefik v3.6.12 from its Go module (cached), the Gateway imple
 # hack/image: gatefold alone in one layer per platform, run as 65532, in one
 # OCI image index; the same tree, Go toolchain and tags give the same digest,
 # whatever GOFLAGS, GOAMD64, GOARM64, GOEXPERIMENT or GOFIPS140 say.
+IMAGE_BUILD = $(GO) run ./hack/image build --out bin/image --image '$(IMG)' --version '$(VERSION)' \
+	--revision '$(GATEFOLD_REVISION)' --ldflags '$(GATEFOLD_LDFLAGS)'
+
 .PHONY: image
 image: ## Build gatefold's image for linux/amd64 and linux/arm64 into bin/image (an OCI layout naming it IMG; no Docker engine)
-	$(GO) run ./hack/image build --out bin/image --image '$(IMG)' --version '$(VERSION)' --revision '$(GATEFOLD_REVISION)' --ldflags '$(GATEFOLD_LDFLAGS)'
+	$(IMAGE_BUILD)
 	@echo "IMG $(IMG): make push IMG=<registry>/<repository>/gatefold:<tag> pushes it, make deploy IMG=... installs it"
 
 .PHONY: image-archive
@@ -176,7 +179,8 @@ image-archive: image ## Write bin/image.tar, bin/image as an OCI archive, for a 
 	$(GO) run ./hack/image archive --layout bin/image --out bin/image.tar
 
 .PHONY: push
-push: image ## Push bin/image to IMG, which names its registry, with your own registry credentials
+push: ## Build bin/image and push it to IMG, which names its registry (checked first), with your own registry credentials
+	$(IMAGE_BUILD) --push
 	$(GO) run ./hack/image push --layout bin/image --image '$(IMG)'
 
 .PHONY: docker-build

@@ -46,10 +46,12 @@ const (
 // the index in the layout, <repository>:<tag> as IMG gives it. LDFlags are
 // go build's link flags besides the ones build adds itself, which stamp
 // main.version with Version and main.commit with Revision (git rev-parse
-// HEAD when empty). Progress, when set, is told of each step.
+// HEAD when empty). ForPush checks first that Image names its registry, as
+// push needs. Progress, when set, is told of each step.
 type buildOptions struct {
 	Out      string
 	Image    string
+	ForPush  bool
 	Version  string
 	Revision string
 	LDFlags  string
@@ -75,6 +77,11 @@ type source struct {
 func build(ctx context.Context, o buildOptions) (built, error) {
 	if o.Version == "" {
 		return built{}, fmt.Errorf("--version is required (make image sets it)")
+	}
+	if o.ForPush {
+		if err := checkPushable(o.Image); err != nil {
+			return built{}, err
+		}
 	}
 	names, err := layoutNames(o.Image)
 	if err != nil {

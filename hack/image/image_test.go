@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -177,7 +178,7 @@ func TestImage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d, err := pulled.Digest(); err != nil || d != b.Digest || pushed.DigestStr() != b.Digest.String() {
+		if d, err := pulled.Digest(); err != nil || d != b.Digest || pushed != img+"@"+b.Digest.String() {
 			t.Fatalf("Pushed %s and pulled %s (%v), built %s", pushed, d, err, b.Digest)
 		}
 		for _, desc := range m.Manifests {
@@ -333,6 +334,54 @@ func onlyFile(t *testing.T, img v1.Image, created time.Time) []byte {
 		t.Errorf("The layer's files (-want +got):\n%s", diff)
 	}
 	return binary.Bytes()
+}
+
+// TestBuildForPush fails before compiling when IMG names no registry.
+func TestBuildForPush(t *testing.T) {
+	_, err := build(t.Context(), buildOptions{Out: filepath.Join(t.TempDir(), "image"), Image: "gatefold:latest", Version: testVersion,
+		ForPush: true, Progress: &failWriter{t}})
+	if err == nil || !strings.Contains(err.Error(), `IMG "gatefold:latest" names no registry`) {
+		t.Fatalf("build for a push to gatefold:latest returned %v, want an error that IMG names no registry", err)
+	}
+}
+
+// failWriter fails its test when written to.
+type failWriter struct{ t *testing.T }
+
+func (w *failWriter) Write(p []byte) (int, error) {
+	w.t.Errorf("Wrote %q, want nothing", p)
+	return len(p), nil
+}
+
+// TestPushDenied says to log in when the registry refuses the credentials.
+func TestPushDenied(t *testing.T) {
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	t.Setenv("REGISTRY_AUTH_FILE", filepath.Join(t.TempDir(), "auth.json"))
+	dir := filepath.Join(t.TempDir(), "image")
+	idx, err := random.Index(64, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeLayout(dir, idx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for name, status := range map[string]int{"unauthorized": http.StatusUnauthorized, "forbidden": http.StatusForbidden} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v2/" {
+					return
+				}
+				http.Error(w, `{"errors":[{"code":"DENIED","message":"no"}]}`, status)
+			}))
+			defer srv.Close()
+			host := strings.TrimPrefix(srv.URL, "http://")
+			_, err := push(t.Context(), dir, host+"/gatefold/gatefold:test")
+			want := "log in to " + host + " (docker login, podman login, or your registry's credential helper) and retry"
+			if err == nil || !strings.HasSuffix(err.Error(), want) {
+				t.Fatalf("push returned %v, want an error ending in %q", err, want)
+			}
+		})
+	}
 }
 
 func TestNamesRegistry(t *testing.T) {

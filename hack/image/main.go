@@ -46,6 +46,7 @@ func run(ctx context.Context, args []string) error {
 		fs.StringVar(&o.Revision, "revision", os.Getenv("GATEFOLD_REVISION"),
 			"The commit built, stamped as main.commit and the revision label; git rev-parse HEAD when empty (default $GATEFOLD_REVISION)")
 		fs.StringVar(&o.LDFlags, "ldflags", "", "go build's -ldflags (make build's GATEFOLD_LDFLAGS), to which build adds -X main.version and -X main.commit")
+		fs.BoolVar(&o.ForPush, "push", false, "Fail first unless --image names its registry, as make push needs")
 		o.Progress = os.Stderr
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
