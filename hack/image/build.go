@@ -100,6 +100,7 @@ func build(ctx context.Context, o buildOptions) (built, error) {
 		return built{}, err
 	}
 	defer os.RemoveAll(tmp)
+	lbls := labels(src, o.Version)
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, p := range platforms {
 		binary := filepath.Join(tmp, p.OS+"-"+p.Architecture)
@@ -107,12 +108,13 @@ func build(ctx context.Context, o buildOptions) (built, error) {
 		if err := compile(ctx, src.Dir, p, ldflags, binary); err != nil {
 			return built{}, err
 		}
-		img, err := platformImage(binary, p, labels(src, o.Version), src.Created)
+		img, err := platformImage(binary, p, lbls, src.Created)
 		if err != nil {
 			return built{}, fmt.Errorf("making the %s image: %w", p, err)
 		}
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
 	}
+	idx = mutate.Annotations(idx, lbls).(v1.ImageIndex)
 	if err := writeLayout(o.Out, idx, names); err != nil {
 		return built{}, err
 	}
@@ -155,7 +157,8 @@ func readSource(ctx context.Context, revision string) (source, error) {
 	return src, nil
 }
 
-// labels are the OCI annotations of the image's config.
+// labels are the OCI annotations of the index and the labels of each
+// image's config.
 func labels(src source, version string) map[string]string {
 	return map[string]string{
 		"org.opencontainers.image.title":       "gatefold",

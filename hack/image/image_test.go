@@ -71,6 +71,16 @@ func TestImage(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" || m.MediaType != types.OCIImageIndex {
 		t.Fatalf("The index (%s) has platforms (-want +got):\n%s", m.MediaType, diff)
 	}
+	labels := map[string]string{
+		"org.opencontainers.image.title":       "gatefold",
+		"org.opencontainers.image.description": "Folds ListenerFragments into Kubernetes Gateway listeners",
+		"org.opencontainers.image.source":      "https://github.com/gatefold/gatefold",
+		"org.opencontainers.image.version":     testVersion,
+		"org.opencontainers.image.revision":    revision,
+	}
+	if diff := cmp.Diff(labels, m.Annotations); diff != "" {
+		t.Errorf("The index's annotations (-want +got):\n%s", diff)
+	}
 
 	for _, desc := range m.Manifests {
 		t.Run(desc.Platform.String(), func(t *testing.T) {
@@ -82,13 +92,7 @@ func TestImage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := v1.Config{User: "65532:65532", Entrypoint: []string{"/gatefold"}, Cmd: []string{"manager"}, Labels: map[string]string{
-				"org.opencontainers.image.title":       "gatefold",
-				"org.opencontainers.image.description": "Folds ListenerFragments into Kubernetes Gateway listeners",
-				"org.opencontainers.image.source":      "https://github.com/gatefold/gatefold",
-				"org.opencontainers.image.version":     testVersion,
-				"org.opencontainers.image.revision":    revision,
-			}}
+			want := v1.Config{User: "65532:65532", Entrypoint: []string{"/gatefold"}, Cmd: []string{"manager"}, Labels: labels}
 			if diff := cmp.Diff(want, cf.Config); diff != "" {
 				t.Errorf("The image's config (-want +got):\n%s", diff)
 			}
