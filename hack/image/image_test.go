@@ -254,17 +254,8 @@ func untar(t *testing.T, file string) string {
 	}
 	defer f.Close()
 	dir := t.TempDir()
-	tr := tar.NewReader(f)
-	var names []string
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, hdr.Name)
+	names := eachEntry(t, f, func(hdr *tar.Header, r io.Reader) {
+		var err error
 		path := filepath.Join(dir, filepath.FromSlash(hdr.Name))
 		switch {
 		case !filepath.IsLocal(hdr.Name):
@@ -273,7 +264,7 @@ func untar(t *testing.T, file string) string {
 			err = os.MkdirAll(path, 0o755)
 		case hdr.Typeflag == tar.TypeReg:
 			var b []byte
-			if b, err = io.ReadAll(tr); err == nil {
+			if b, err = io.ReadAll(r); err == nil {
 				err = os.WriteFile(path, b, 0o644)
 			}
 		default:
@@ -282,13 +273,32 @@ func untar(t *testing.T, file string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-	}
+	})
 	for _, want := range []string{"oci-layout", "index.json", "blobs/", "blobs/sha256/"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("The archive has no %s: %q", want, names)
 		}
 	}
 	return dir
+}
+
+// eachEntry calls fn with each entry of the tar stream r and its content,
+// and returns the entries' names.
+func eachEntry(t *testing.T, r io.Reader, fn func(*tar.Header, io.Reader)) []string {
+	t.Helper()
+	tr := tar.NewReader(r)
+	var names []string
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return names
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, hdr.Name)
+		fn(hdr, tr)
+	}
 }
 
 // onlyFile returns the binary of img's one layer, after checking that the
@@ -311,29 +321,19 @@ func onlyFile(t *testing.T, img v1.Image, created time.Time) []byte {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	tr := tar.NewReader(rc)
-	var files []string
 	var binary bytes.Buffer
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, hdr.Name)
+	files := eachEntry(t, rc, func(hdr *tar.Header, r io.Reader) {
 		if hdr.Name != "gatefold" {
-			continue
+			return
 		}
 		if hdr.Typeflag != tar.TypeReg || hdr.Mode != 0o755 || hdr.Uid != 65532 || hdr.Gid != 65532 || !hdr.ModTime.Equal(created) {
 			t.Errorf("/gatefold is type %c, mode %o, owner %d:%d, mtime %s; want a file, 755, 65532:65532, %s",
 				hdr.Typeflag, hdr.Mode, hdr.Uid, hdr.Gid, hdr.ModTime, created)
 		}
-		if _, err := io.Copy(&binary, tr); err != nil {
+		if _, err := io.Copy(&binary, r); err != nil {
 			t.Fatal(err)
 		}
-	}
+	})
 	if diff := cmp.Diff([]string{"gatefold"}, files); diff != "" {
 		t.Errorf("The layer's files (-want +got):\n%s", diff)
 	}
