@@ -109,12 +109,10 @@ func newHeadSpec(head *unstructured.Unstructured) (*headSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	known, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&typed.Spec)
-	if err != nil {
+	s := &headSpec{generation: head.GetGeneration(), rest: spec, own: map[gwv1.SectionName]map[string]any{}}
+	if s.typed, err = typedOnly(typed.Spec, spec); err != nil {
 		return nil, err
 	}
-	s := &headSpec{generation: head.GetGeneration(), rest: spec, own: map[gwv1.SectionName]map[string]any{},
-		typed: equality.Semantic.DeepEqual(known, spec)}
 	listeners, _ := spec["listeners"].([]any)
 	delete(spec, "listeners")
 	var own []any
