@@ -269,10 +269,15 @@ vet: ## Vet the Go code
 	$(GO) vet ./...
 
 .PHONY: lint
-lint: vet ## Check formatting, run staticcheck and helm lint (strict) on charts/gatefold
+lint: vet ## Check formatting, run staticcheck, check go.mod files are tidy and helm lint (strict) charts/gatefold
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "Not gofmt-ed (run make fmt):"; echo "$$unformatted"; exit 1; fi
 	$(STATICCHECK) ./...
+	@# test/conformance is a module of its own that builds on test/testenv:
+	@# its go.mod must follow what testenv imports.
+	@for dir in . test/conformance; do \
+		(cd $$dir && $(GO) mod tidy -diff >/dev/null) || { echo "$$dir/go.mod is not tidy: run go mod tidy there" >&2; exit 1; }; \
+	done
 	$(GO) run ./hack/chart lint
 	@deps=$$($(GO) list -deps ./cmd/gatefold); \
 	if grep -E '^github.com/gatefold/gatefold/(test|hack)/' <<<"$$deps"; then echo "The gatefold binary links the test or hack packages above" >&2; exit 1; fi; \
