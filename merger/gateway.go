@@ -481,17 +481,21 @@ func (t target) changed() bool {
 
 // siblingSpec is the spec of a sibling of head with the given listeners:
 // the head's class, infrastructure, allowedListeners, TLS and default scope,
-// and of its addresses only the requests for a type with no value, since a
-// given address cannot be every sibling's.
+// and of its addresses those a sibling copies.
 func siblingSpec(head *gwv1.Gateway, listeners []gwv1.Listener) gwv1.GatewaySpec {
 	spec := *head.Spec.DeepCopy()
 	spec.Listeners = listeners
-	spec.Addresses = slices.DeleteFunc(spec.Addresses, func(a gwv1.GatewaySpecAddress) bool { return a.Value != "" })
+	spec.Addresses = slices.DeleteFunc(spec.Addresses, func(a gwv1.GatewaySpecAddress) bool { return !copiedAddress(a) })
 	if len(spec.Addresses) == 0 {
 		spec.Addresses = nil
 	}
 	return spec
 }
+
+// copiedAddress says whether a sibling copies the head's address a: only a
+// request for a type with no value, since a given address cannot be every
+// sibling's.
+func copiedAddress(a gwv1.GatewaySpecAddress) bool { return a.Value == "" }
 
 // listenersChanged reports whether applying `desired` would change the
 // Gateway's listeners.

@@ -124,11 +124,10 @@ func newHeadSpec(head *unstructured.Unstructured) (*headSpec, error) {
 		}
 	}
 	var addresses []any
-	if as, _ := spec["addresses"].([]any); as != nil {
-		for _, a := range as {
-			if a, ok := a.(map[string]any); ok && (a["value"] == nil || a["value"] == "") {
-				addresses = append(addresses, a)
-			}
+	stored, _ := spec["addresses"].([]any)
+	for i, a := range typed.Spec.Addresses {
+		if copiedAddress(a) && i < len(stored) {
+			addresses = append(addresses, stored[i])
 		}
 	}
 	delete(spec, "addresses")

@@ -88,12 +88,21 @@ func unstructuredGateway(t *testing.T, gw *gwv1.Gateway) *unstructured.Unstructu
 	return u
 }
 
-// readGateway reads Gateway ns/name whole, fields the Go types lack included.
-func readGateway(ns, name string) (*unstructured.Unstructured, error) {
+// gatewayObject is Gateway ns/name as an unstructured object to read or
+// patch whole.
+func gatewayObject(ns, name string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(gwv1.GroupVersion.String())
 	u.SetKind("Gateway")
-	return u, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, u)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// readGateway reads Gateway ns/name whole, fields the Go types lack included.
+func readGateway(ns, name string) (*unstructured.Unstructured, error) {
+	u := gatewayObject(ns, name)
+	return u, env.Client.Get(ctx, client.ObjectKeyFromObject(u), u)
 }
 
 // hasFuture checks that Gateway ns/name has spec.futureField = spec, and
@@ -154,11 +163,7 @@ func TestGatewayFieldsTheTypesLackAreKept(t *testing.T) {
 
 	// A sibling without the field and the annotation (written before
 	// gatefold kept one, or whose follow-up patch failed) is written again.
-	sib := &unstructured.Unstructured{}
-	sib.SetAPIVersion(gwv1.GroupVersion.String())
-	sib.SetKind("Gateway")
-	sib.SetNamespace(ns)
-	sib.SetName(sibling)
+	sib := gatewayObject(ns, sibling)
 	strip := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}},"spec":{%q:null}}`, v1alpha1.HeadSpecAnnotation, futureField))
 	if err := env.Client.Patch(ctx, sib, client.RawPatch(types.MergePatchType, strip)); err != nil {
 		t.Fatalf("Stripping the sibling: %v", err)
