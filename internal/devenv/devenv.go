@@ -12,14 +12,12 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/gatefold/gatefold/api/scheme"
 )
@@ -233,32 +231,27 @@ func webhookOptions(enabled bool, assets, root string) (envtest.WebhookInstallOp
 	if err != nil {
 		return opts, fmt.Errorf("rendering config/webhook with kubectl kustomize: %w", err)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	for {
-		var raw runtime.RawExtension
-		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
-			return opts, nil
-		} else if err != nil {
-			return opts, fmt.Errorf("decoding the rendered webhook configurations: %w", err)
-		}
-		var meta metav1.TypeMeta
-		if err := yaml.Unmarshal(raw.Raw, &meta); err != nil {
-			return opts, fmt.Errorf("decoding the rendered webhook configurations: %w", err)
-		}
-		switch meta.Kind {
+	objs, err := DecodeObjects(out)
+	if err != nil {
+		return opts, fmt.Errorf("decoding the rendered webhook configurations: %w", err)
+	}
+	for _, o := range objs {
+		var err error
+		switch o.GetKind() {
 		case "MutatingWebhookConfiguration":
 			m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-			err = yaml.Unmarshal(raw.Raw, m)
+			err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, m)
 			opts.MutatingWebhooks = append(opts.MutatingWebhooks, m)
 		case "ValidatingWebhookConfiguration":
 			v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			err = yaml.Unmarshal(raw.Raw, v)
+			err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, v)
 			opts.ValidatingWebhooks = append(opts.ValidatingWebhooks, v)
 		}
 		if err != nil {
-			return opts, fmt.Errorf("decoding a %s: %w", meta.Kind, err)
+			return opts, fmt.Errorf("decoding a %s: %w", o.GetKind(), err)
 		}
 	}
+	return opts, nil
 }
 
 // WebhookPort is where the API server calls the webhooks.
